@@ -1,0 +1,35 @@
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast lint bench bench-small soak clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m deltamerge.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy src/deltamerge
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run --scale full
+
+bench-small: $(STAMP)
+	$(BIN)/python -m bench.run --scale small
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist

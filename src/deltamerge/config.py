@@ -1,0 +1,139 @@
+"""Typed access to table properties (``delta.*``) and session settings (``spark.databricks.delta.*``).
+
+This module is pure Python: session settings are read through a ``Mapping``-like getter that the
+Spark adapter supplies, so the log and transaction layers can use the same definitions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+SESSION_PREFIX = "spark.databricks.delta."
+
+
+def parse_bool(value: str) -> bool:
+    """Parse a Delta boolean property ("true"/"false", case-insensitive)."""
+    v = value.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+_INTERVAL_UNITS_MS = {
+    "millisecond": 1,
+    "milliseconds": 1,
+    "ms": 1,
+    "second": 1000,
+    "seconds": 1000,
+    "s": 1000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "m": 60_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "h": 3_600_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
+    "d": 86_400_000,
+    "week": 604_800_000,
+    "weeks": 604_800_000,
+}
+
+
+def parse_interval_ms(value: str) -> int:
+    """Parse Delta's calendar-interval property syntax (``interval 7 days``) into milliseconds."""
+    text = value.strip().lower()
+    if text.startswith("interval"):
+        text = text[len("interval") :].strip()
+    total = 0
+    for amount, unit in re.findall(r"(-?\d+)\s*([a-z]+)", text):
+        if unit not in _INTERVAL_UNITS_MS:
+            raise ValueError(f"unknown interval unit {unit!r} in {value!r}")
+        total += int(amount) * _INTERVAL_UNITS_MS[unit]
+    if total == 0 and not re.search(r"\d", text):
+        raise ValueError(f"not an interval: {value!r}")
+    return total
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """One named setting with its default and parser."""
+
+    key: str
+    default: T
+    parse: Callable[[str], T]
+
+    def get(self, values: Mapping[str, str] | Callable[[str], str | None]) -> T:
+        """Read the setting from a mapping or a ``get(key) -> str | None`` function."""
+        raw = values(self.key) if callable(values) else values.get(self.key)
+        if raw is None:
+            return self.default
+        try:
+            return self.parse(str(raw))
+        except ValueError:
+            return self.default
+
+
+def _table(key: str, default: T, parse: Callable[[str], T]) -> Setting[T]:
+    return Setting(key, default, parse)
+
+
+def _session(key: str, default: T, parse: Callable[[str], T]) -> Setting[T]:
+    return Setting(SESSION_PREFIX + key, default, parse)
+
+
+class TableProperties:
+    """Table properties stored in ``metaData.configuration``."""
+
+    CHECKPOINT_INTERVAL = _table("delta.checkpointInterval", 10, int)
+    APPEND_ONLY = _table("delta.appendOnly", False, parse_bool)
+    ISOLATION_LEVEL = _table("delta.isolationLevel", "WriteSerializable", str)
+    ENABLE_CDF = _table("delta.enableChangeDataFeed", False, parse_bool)
+    ENABLE_DVS = _table("delta.enableDeletionVectors", False, parse_bool)
+    ENABLE_TYPE_WIDENING = _table("delta.enableTypeWidening", False, parse_bool)
+    DELETED_FILE_RETENTION_MS = _table(
+        "delta.deletedFileRetentionDuration", 7 * 86_400_000, parse_interval_ms
+    )
+    LOG_RETENTION_MS = _table("delta.logRetentionDuration", 30 * 86_400_000, parse_interval_ms)
+    NUM_INDEXED_COLS = _table("delta.dataSkippingNumIndexedCols", 32, int)
+    STATS_COLUMNS = _table("delta.dataSkippingStatsColumns", "", str)
+    STRING_PREFIX_LENGTH = _table("delta.dataSkippingStringPrefixLength", 32, int)
+    TARGET_FILE_SIZE = _table("delta.targetFileSize", 128 * 1024 * 1024, int)
+
+
+class SessionConf:
+    """Session settings under Delta's keys, with Delta's defaults (delta_merge_spec.md §2)."""
+
+    SCHEMA_AUTO_MERGE = _session("schema.autoMerge.enabled", False, parse_bool)
+    OPTIMIZE_INSERT_ONLY = _session("merge.optimizeInsertOnlyMerge.enabled", True, parse_bool)
+    OPTIMIZE_MATCHED_ONLY = _session("merge.optimizeMatchedOnlyMerge.enabled", True, parse_bool)
+    REPARTITION_BEFORE_WRITE = _session("merge.repartitionBeforeWrite.enabled", True, parse_bool)
+    MATERIALIZE_SOURCE = _session("merge.materializeSource", "auto", str)
+    MATERIALIZE_MAX_ATTEMPTS = _session("merge.materializeSource.maxAttempts", 4, int)
+    FAIL_IF_SOURCE_CHANGED = _session("merge.failIfSourceChanged", False, parse_bool)
+    DV_PERSISTENT = _session("merge.deletionVectors.persistent", True, parse_bool)
+    EMPTY_SCHEMA_TARGET_CHECK = _session("merge.emptySchemaTargetCheck.enabled", True, parse_bool)
+    PRESERVE_NULL_SOURCE_STRUCTS = _session("merge.preserveNullSourceStructs", True, parse_bool)
+    STRUCTS_BY_NAME = _session("resolveMergeUpdateStructsByName.enabled", True, parse_bool)
+    CASTING_FOLLOWS_ANSI = _session("updateAndMergeCastingFollowsAnsiEnabledFlag", False, parse_bool)
+    TYPE_WIDENING_AUTO = _session("typeWidening.allowAutomaticWidening", "always", str)
+    NUM_RECORDS_VALIDATION = _session("numRecordsValidation.enabled", True, parse_bool)
+    DROP_NULL_COLUMNS = _session("createDataFrame.dropNullColumns", False, parse_bool)
+    STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
+    STATS_COLLECT = _session("stats.collect", True, parse_bool)
+    SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)
+    HISTORY_METRICS = _session("history.metricsEnabled", True, parse_bool)
+    TXN_APP_ID = _session("write.txnAppId", "", str)
+    TXN_VERSION = _session("write.txnVersion", -1, int)
+    MAX_COMMIT_ATTEMPTS = _session("maxCommitAttempts", 10_000_000, int)
+    RETENTION_CHECK = _session("retentionDurationCheck.enabled", True, parse_bool)
+    DEFAULT_ENABLE_CDF = _session("properties.defaults.enableChangeDataFeed", "", str)
+    DEFAULT_ENABLE_DVS = _session("properties.defaults.enableDeletionVectors", "", str)
+    DEFAULT_ENABLE_TYPE_WIDENING = _session("properties.defaults.enableTypeWidening", "", str)
