@@ -1,0 +1,209 @@
+"""Helpers over SQLGlot expression trees (Spark dialect): parsing, column references, checks.
+
+Pure Python. MERGE analysis uses these to find which side every column reference belongs to, to
+rewrite references into the internal column names of the joined DataFrame, and to reject what
+Delta rejects in conditions (non-deterministic functions, aggregates, subqueries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+
+from deltamerge.errors import ParseError
+
+DIALECT = "spark"
+
+# Functions whose value changes from call to call (Spark's Nondeterministic expressions).
+NON_DETERMINISTIC = {
+    "rand",
+    "randn",
+    "random",
+    "uuid",
+    "shuffle",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "input_file_block_start",
+    "input_file_block_length",
+    "randstr",
+    "uniform",
+}
+
+
+def parse_expression(text: str) -> exp.Expression:
+    """Parse one Spark SQL expression; a syntax error becomes ``[PARSE_SYNTAX_ERROR]``."""
+    try:
+        parsed = sqlglot.parse_one(text, read=DIALECT, into=exp.Condition)
+    except (SqlglotParseError, sqlglot.errors.TokenError) as e:
+        try:
+            parsed = sqlglot.parse_one(text, read=DIALECT)
+        except Exception:
+            raise ParseError(f"Syntax error in expression {text!r}: {e}. Check the SQL expression text.")
+    if parsed is None:
+        raise ParseError(f"Empty expression {text!r}.")
+    return parsed
+
+
+def to_sql(node: exp.Expression) -> str:
+    """Render a tree as Spark SQL."""
+    return node.sql(dialect=DIALECT)
+
+
+def column_parts(col: exp.Column | exp.Dot) -> list[str]:
+    """The dotted name of a column reference as parts (``t.a.b`` -> ["t", "a", "b"])."""
+    if isinstance(col, exp.Column):
+        return [p.name for p in col.parts]
+    parts: list[str] = []
+    node: exp.Expression = col
+    while isinstance(node, exp.Dot):
+        parts.insert(0, node.expression.name)
+        node = node.this
+    if isinstance(node, exp.Column):
+        return [p.name for p in node.parts] + parts
+    raise ValueError(f"not a column reference: {col.sql()}")
+
+
+def _lambda_variables(node: exp.Expression) -> set[str]:
+    names: set[str] = set()
+    for lam in node.find_all(exp.Lambda):
+        for var in lam.expressions:
+            names.add(var.name.lower())
+    return names
+
+
+def column_references(node: exp.Expression) -> list[exp.Column]:
+    """Column nodes in ``node`` that refer to table columns (lambda variables excluded)."""
+    lambda_vars = _lambda_variables(node)
+    out = []
+    for col in node.find_all(exp.Column):
+        if len(col.parts) == 1 and col.name.lower() in lambda_vars:
+            continue
+        out.append(col)
+    return out
+
+
+def _outermost_dot(col: exp.Column) -> exp.Expression:
+    # `t.a.b.c` parses as Dot(Column(t.a.b), c): the whole reference is the outermost Dot.
+    node: exp.Expression = col
+    while isinstance(node.parent, exp.Dot) and node.parent.this is node:
+        node = node.parent
+    return node
+
+
+def rewrite_columns(
+    node: exp.Expression, resolve: Callable[[list[str]], exp.Expression]
+) -> exp.Expression:
+    """Copy ``node`` with each column reference replaced by ``resolve(parts)``."""
+    tree = node.copy()
+    _name_struct_fields(tree)
+    lambda_vars = _lambda_variables(tree)
+    targets = []
+    for col in list(tree.find_all(exp.Column)):
+        if len(col.parts) == 1 and col.name.lower() in lambda_vars:
+            continue
+        targets.append(_outermost_dot(col))
+    for ref in targets:
+        parts = column_parts(ref) if isinstance(ref, (exp.Column, exp.Dot)) else []
+        replacement = resolve(parts)
+        if ref is tree:
+            tree = replacement
+        else:
+            ref.replace(replacement)
+    return tree
+
+
+def _name_struct_fields(tree: exp.Expression) -> None:
+    # struct(s.a, s.b) names its fields after the columns; make the names explicit before the
+    # columns are renamed.
+    for struct in list(tree.find_all(exp.Struct)):
+        for arg in list(struct.expressions):
+            if isinstance(arg, (exp.Column, exp.Dot)):
+                name = column_parts(arg)[-1]
+                arg.replace(exp.alias_(arg.copy(), name, quoted=True))
+
+
+def function_names(node: exp.Expression) -> set[str]:
+    """Lower-case names of the functions called in ``node``."""
+    names = set()
+    for fn in node.find_all(exp.Func):
+        if isinstance(fn, exp.Anonymous):
+            names.add(str(fn.this).lower())
+        else:
+            names.add(fn.sql_name().lower())
+            names.update(n.lower() for n in getattr(fn, "_sql_names", []) or [])
+    return names
+
+
+def is_deterministic(node: exp.Expression) -> bool:
+    """False when the expression calls a non-deterministic function such as ``rand()``."""
+    if node.find(exp.Rand, exp.Randn) is not None:
+        return False
+    return not (function_names(node) & NON_DETERMINISTIC)
+
+
+def has_aggregate(node: exp.Expression) -> bool:
+    """True when the expression contains an aggregate function (outside a window)."""
+    for agg in node.find_all(exp.AggFunc):
+        if agg.find_ancestor(exp.Window) is None:
+            return True
+    return False
+
+
+def has_window(node: exp.Expression) -> bool:
+    """True when the expression contains a window function."""
+    return node.find(exp.Window) is not None
+
+
+def has_subquery(node: exp.Expression) -> bool:
+    """True when the expression contains a subquery (scalar, IN or EXISTS)."""
+    return node.find(exp.Subquery, exp.Exists, exp.Select) is not None
+
+
+def split_conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """``a AND (b AND c)`` -> [a, b, c] (parentheses unwrapped)."""
+    if node is None:
+        return []
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return split_conjuncts(node.this) + split_conjuncts(node.expression)
+    return [node]
+
+
+def conjunction(nodes: list[exp.Expression]) -> exp.Expression | None:
+    """AND of ``nodes`` (None for an empty list)."""
+    if not nodes:
+        return None
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = exp.and_(out, n)
+    return out
+
+
+def disjunction(nodes: list[exp.Expression]) -> exp.Expression | None:
+    """OR of ``nodes`` (None for an empty list)."""
+    if not nodes:
+        return None
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = exp.or_(out, n)
+    return out
+
+
+def replace_current_time(node: exp.Expression, now_sql: dict[str, str]) -> exp.Expression:
+    """Replace current_timestamp()/now()/current_date() with literals fixed once per MERGE."""
+
+    def fix(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.CurrentTimestamp) or (
+            isinstance(n, exp.Anonymous) and str(n.this).lower() in ("now", "localtimestamp")
+        ):
+            return parse_expression(now_sql["timestamp"])
+        if isinstance(n, exp.CurrentDate):
+            return parse_expression(now_sql["date"])
+        return n
+
+    return node.transform(fix)

@@ -1,0 +1,175 @@
+"""Turn a PySpark ``Column`` given to the builder into SQL text that deltamerge can analyse.
+
+delta-spark hands Columns to the JVM analyzer; deltamerge analyses MERGE itself (it must check
+scopes and report Delta's errors), so a Column is converted back to SQL. Classic Columns are walked
+through their ColumnNode tree, Connect Columns through their expression tree. Unsupported node
+kinds raise a clear error that suggests passing a SQL string instead.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+from typing import Any
+
+from pyspark.sql import Column
+
+from deltamerge.errors import AnalysisError
+
+_INFIX = {
+    "==": "=",
+    "=": "=",
+    "<=>": "<=>",
+    "!=": "<>",
+    "<>": "<>",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "/": "/",
+    "%": "%",
+    "and": "AND",
+    "or": "OR",
+    "&": "&",
+    "|": "|",
+    "^": "^",
+}
+
+
+def _quote_ident(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+def _literal_sql(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return repr(value) if not isinstance(value, decimal.Decimal) else f"{value}BD"
+    if isinstance(value, _dt.datetime):
+        return f"TIMESTAMP'{value.isoformat(sep=' ')}'"
+    if isinstance(value, _dt.date):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, (bytes, bytearray)):
+        return f"X'{bytes(value).hex()}'"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def _function_sql(name: str, args: list[str], distinct: bool = False) -> str:
+    lname = name.lower()
+    if lname in _INFIX and len(args) == 2:
+        return f"({args[0]} {_INFIX[lname]} {args[1]})"
+    if lname in ("-", "negative") and len(args) == 1:
+        return f"(- {args[0]})"
+    if lname in ("!", "not") and len(args) == 1:
+        return f"(NOT {args[0]})"
+    if lname == "isnull" and len(args) == 1:
+        return f"({args[0]} IS NULL)"
+    if lname == "isnotnull" and len(args) == 1:
+        return f"({args[0]} IS NOT NULL)"
+    if lname == "in" and args:
+        return f"({args[0]} IN ({', '.join(args[1:])}))"
+    prefix = "DISTINCT " if distinct else ""
+    return f"{name}({prefix}{', '.join(args)})"
+
+
+def _unsupported(kind: str) -> AnalysisError:
+    return AnalysisError(
+        f"Cannot use a Column built from {kind} in a MERGE expression; "
+        "pass the expression as a SQL string instead (e.g. \"s.value + 1\").",
+        error_class="DELTA_UNSUPPORTED_EXPRESSION",
+    )
+
+
+# --- Classic (py4j ColumnNode) ----------------------------------------------------------------------
+
+
+def _seq(scala_seq: Any) -> list[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _classic_sql(node: Any) -> str:
+    kind = node.getClass().getSimpleName()
+    if kind == "SqlExpression":
+        return f"({node.expression()})"
+    if kind == "UnresolvedAttribute":
+        return ".".join(_quote_ident(p) for p in _seq(node.nameParts()))
+    if kind == "Literal":
+        return _literal_sql(_py_value(node.value()))
+    if kind == "UnresolvedFunction":
+        args = [_classic_sql(a) for a in _seq(node.arguments())]
+        return _function_sql(node.functionName(), args, bool(node.isDistinct()))
+    if kind == "Cast":
+        return f"CAST({_classic_sql(node.child())} AS {node.dataType().sql()})"
+    if kind == "Alias":
+        return _classic_sql(node.child())
+    if kind == "CaseWhenOtherwise":
+        parts = ["CASE"]
+        for branch in _seq(node.branches()):
+            parts.append(f"WHEN {_classic_sql(branch._1())} THEN {_classic_sql(branch._2())}")
+        other = node.otherwise()
+        if other.isDefined():
+            parts.append(f"ELSE {_classic_sql(other.get())}")
+        parts.append("END")
+        return "(" + " ".join(parts) + ")"
+    raise _unsupported(kind)
+
+
+def _py_value(value: Any) -> Any:
+    # py4j hands back Python primitives for primitive literals and Java objects for the rest.
+    if value is None or isinstance(value, (bool, int, float, str, bytes, bytearray)):
+        return value
+    return str(value)
+
+
+# --- Connect (Python expression tree) ----------------------------------------------------------------
+
+
+def _connect_sql(expr: Any) -> str:
+    kind = type(expr).__name__
+    if kind == "SQLExpression":
+        return f"({expr._expr})"
+    if kind == "ColumnReference":
+        from pyspark.sql.connect.expressions import ColumnReference  # noqa: F401 - for clarity of the type
+
+        name = expr._unparsed_identifier
+        return name if "`" in name else ".".join(_quote_ident(p) for p in name.split("."))
+    if kind == "LiteralExpression":
+        return _literal_sql(expr._value)
+    if kind == "UnresolvedFunction":
+        args = [_connect_sql(a) for a in expr._args]
+        return _function_sql(expr._name, args, bool(getattr(expr, "_is_distinct", False)))
+    if kind == "CastExpression":
+        dt = expr._data_type
+        type_sql = dt if isinstance(dt, str) else dt.simpleString()
+        return f"CAST({_connect_sql(expr._expr)} AS {type_sql})"
+    if kind == "ColumnAlias":
+        return _connect_sql(expr._child)
+    if kind == "CaseWhen":
+        parts = ["CASE"]
+        for cond, value in expr._branches:
+            parts.append(f"WHEN {_connect_sql(cond)} THEN {_connect_sql(value)}")
+        if expr._else_value is not None:
+            parts.append(f"ELSE {_connect_sql(expr._else_value)}")
+        parts.append("END")
+        return "(" + " ".join(parts) + ")"
+    raise _unsupported(kind)
+
+
+def column_to_sql(col: Column) -> str:
+    """SQL text equivalent to ``col`` (for analysis by deltamerge)."""
+    if type(col).__module__.startswith("pyspark.sql.connect"):
+        return _connect_sql(col._expr)  # type: ignore[attr-defined]
+    return _classic_sql(col._jc.node())  # type: ignore[attr-defined]
+
+
+def expression_text(value: str | Column) -> str:
+    """SQL text of a builder argument given as a SQL string or a Column."""
+    if isinstance(value, str):
+        return value
+    return column_to_sql(value)

@@ -1,0 +1,82 @@
+"""Session-level helpers: settings lookup, Classic vs Connect, job descriptions per MERGE phase.
+
+Nothing here touches table data. Spark Connect sessions have no SparkContext, so everything that
+Classic does through the context has a Connect fallback (job tags instead of descriptions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+
+from pyspark.sql import SparkSession
+
+from deltamerge.config import Setting
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
+    """A ``key -> value | None`` function over the session's runtime settings."""
+
+    def get(key: str) -> str | None:
+        try:
+            value = spark.conf.get(key, None)
+        except Exception:  # an unset static conf on some versions raises instead of returning None
+            return None
+        return None if value is None else str(value)
+
+    return get
+
+
+def setting(spark: SparkSession, s: Setting):  # type: ignore[no-untyped-def]
+    """Read one typed setting from the session."""
+    return s.get(conf_getter(spark))
+
+
+def case_sensitive(spark: SparkSession) -> bool:
+    """``spark.sql.caseSensitive``."""
+    return (conf_getter(spark)("spark.sql.caseSensitive") or "false").lower() == "true"
+
+
+def session_time_zone(spark: SparkSession) -> str:
+    """``spark.sql.session.timeZone``."""
+    return conf_getter(spark)("spark.sql.session.timeZone") or "UTC"
+
+
+def prepare_session(spark: SparkSession) -> None:
+    """Settings deltamerge needs for interoperable files: INT64 timestamps instead of legacy INT96.
+
+    delta-rs and Trino read INT96, but only INT64 timestamps carry Parquet min/max statistics,
+    which data skipping needs.
+    """
+    get = conf_getter(spark)
+    if (get("spark.sql.parquet.outputTimestampType") or "INT96").upper() == "INT96":
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+
+_TAG_CLEAN = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@contextlib.contextmanager
+def job_phase(spark: SparkSession, description: str) -> Iterator[None]:
+    """Run the body's Spark jobs under a description visible in the Spark UI (a tag on Connect)."""
+    if is_connect(spark):
+        tag = _TAG_CLEAN.sub("_", description)[:100] or "deltamerge"
+        spark.addTag(tag)
+        try:
+            yield
+        finally:
+            spark.removeTag(tag)
+        return
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription(description)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]

@@ -1,0 +1,49 @@
+"""Delta schema JSON <-> PySpark types. Delta stores Spark's own StructType JSON, so this is thin."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql.types import DataType, StructField, StructType
+
+
+def to_spark_schema(schema_json: dict[str, Any] | str) -> StructType:
+    """A Delta ``schemaString`` (or its parsed dict) as a PySpark StructType."""
+    data = json.loads(schema_json) if isinstance(schema_json, str) else schema_json
+    result = StructType.fromJson(data)
+    return result
+
+
+def to_delta_schema(schema: StructType) -> dict[str, Any]:
+    """A PySpark StructType as Delta schema JSON (every field nullable, as Delta writes)."""
+    return schema.jsonValue()  # type: ignore[no-any-return]
+
+
+def schema_string(schema: StructType) -> str:
+    """Compact JSON string for ``metaData.schemaString``."""
+    return json.dumps(schema.jsonValue(), separators=(",", ":"))
+
+
+def as_nullable(dt: DataType) -> DataType:
+    """The same type with every nested field nullable (Delta makes written columns nullable)."""
+    from pyspark.sql.types import ArrayType, MapType
+
+    if isinstance(dt, StructType):
+        return StructType([StructField(f.name, as_nullable(f.dataType), True, f.metadata) for f in dt.fields])
+    if isinstance(dt, ArrayType):
+        return ArrayType(as_nullable(dt.elementType), True)
+    if isinstance(dt, MapType):
+        return MapType(as_nullable(dt.keyType), as_nullable(dt.valueType), True)
+    return dt
+
+
+def data_schema(schema: StructType, partition_columns: tuple[str, ...] | list[str]) -> StructType:
+    """The columns stored in data files: the table schema minus partition columns."""
+    parts = {p.lower() for p in partition_columns}
+    return StructType([f for f in schema.fields if f.name.lower() not in parts])
+
+
+def field_names(schema: StructType) -> list[str]:
+    """Top-level column names in order."""
+    return [f.name for f in schema.fields]

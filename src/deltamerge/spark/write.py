@@ -1,0 +1,179 @@
+"""Write DataFrames as Delta data files with Spark's native Parquet writer.
+
+Spark writes into a hidden staging directory inside the table root; each finished file is then
+moved (a same-filesystem rename, atomic) to its final place, so a crash leaves at most a staging
+directory that readers never see and ``vacuum`` removes. AddFile statistics come from the Parquet
+footers of the files just written (no second pass over the data).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import quote, unquote
+from zoneinfo import ZoneInfo
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+
+from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.spark.session import prepare_session, session_time_zone
+
+STAGING_PREFIX = ".dm-staging-"
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_ADD_PATH_SAFE = "/@&=+$,;!~*'()"
+
+
+def encode_add_path(relative_path: str) -> str:
+    """RFC 2396 form of a relative file path for ``add.path`` (protocol §6.3)."""
+    return quote(relative_path, safe=_ADD_PATH_SAFE)
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One file Spark wrote, moved to its final place."""
+
+    relative_path: str
+    partition_values: dict[str, str | None]
+    size: int
+    modification_time: int
+
+
+def _unescape_dir_value(raw: str) -> str | None:
+    if raw == HIVE_NULL:
+        return None
+    return unquote(raw)
+
+
+def _utc_partition_timestamp(value: str, tz: str) -> str:
+    # Spark names directories with session-local timestamps; Delta stores UTC ISO-8601 with 'Z'.
+    text = value.replace("T", " ")
+    fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
+    local = datetime.strptime(text, fmt).replace(tzinfo=ZoneInfo(tz))
+    return local.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _move_into_table(
+    table_root: str, staging: str, partition_columns: Sequence[str], kind: str, timestamp_cols: set[str], tz: str
+) -> list[WrittenFile]:
+    written: list[WrittenFile] = []
+    for dirpath, _dirs, names in os.walk(staging):
+        rel_dir = os.path.relpath(dirpath, staging)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        if any(part.startswith(("_", ".")) for part in rel_dir.split(os.sep) if part):
+            continue
+        for name in sorted(names):
+            if not name.endswith(".parquet") or name.startswith(("_", ".")):
+                continue
+            values: dict[str, str | None] = {}
+            if partition_columns:
+                for segment in rel_dir.split(os.sep):
+                    key, _, raw = segment.partition("=")
+                    key = unquote(key)
+                    value = _unescape_dir_value(raw)
+                    if value is not None and key.lower() in timestamp_cols:
+                        value = _utc_partition_timestamp(value, tz)
+                    values[key] = value
+            prefix = "_change_data" if kind == "cdc" else ""
+            final_rel = os.path.join(prefix, rel_dir, name) if (prefix or rel_dir) else name
+            final_abs = os.path.join(table_root, final_rel)
+            os.makedirs(os.path.dirname(final_abs), exist_ok=True)
+            os.rename(os.path.join(dirpath, name), final_abs)
+            st = os.stat(final_abs)
+            written.append(
+                WrittenFile(final_rel.replace(os.sep, "/"), values, st.st_size, int(st.st_mtime * 1000))
+            )
+    return written
+
+
+def write_parquet(
+    df: DataFrame,
+    table_root: str,
+    partition_columns: Sequence[str],
+    *,
+    kind: str = "data",
+    timestamp_partition_columns: Sequence[str] = (),
+    max_records_per_file: int | None = None,
+) -> list[WrittenFile]:
+    """Write ``df`` (table columns in order, partition columns included) below ``table_root``."""
+    spark = df.sparkSession
+    prepare_session(spark)
+    staging = os.path.join(table_root, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    writer = df.write.mode("overwrite").option("compression", "snappy")
+    if max_records_per_file:
+        writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
+    if partition_columns:
+        writer = writer.partitionBy(*partition_columns)
+    try:
+        writer.parquet(staging)
+        return _move_into_table(
+            table_root,
+            staging,
+            partition_columns,
+            kind,
+            {c.lower() for c in timestamp_partition_columns},
+            session_time_zone(spark),
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _footer(path: str) -> pq.FileMetaData:
+    return pq.read_metadata(path)
+
+
+def to_add_files(
+    table_root: str,
+    written: Sequence[WrittenFile],
+    schema_json: dict,
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str],
+    *,
+    data_change: bool = True,
+    tight_bounds: bool | None = None,
+    tz: str = "UTC",
+) -> list[AddFile]:
+    """AddFiles with statistics read from the footers; files with no rows are deleted, not added."""
+    from deltamerge.stats import stats_from_parquet_metadata
+
+    paths = [os.path.join(table_root, w.relative_path) for w in written]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        footers = list(pool.map(_footer, paths))
+    adds: list[AddFile] = []
+    for w, md, abs_path in zip(written, footers, paths):
+        if md.num_rows == 0:
+            os.remove(abs_path)
+            continue
+        stats = stats_from_parquet_metadata(
+            md, schema_json, partition_columns, configuration, tight_bounds=tight_bounds, session_tz=tz
+        )
+        adds.append(
+            AddFile(
+                path=encode_add_path(w.relative_path),
+                partition_values=w.partition_values,
+                size=w.size,
+                modification_time=w.modification_time,
+                data_change=data_change,
+                stats=stats,
+            )
+        )
+    return adds
+
+
+def to_cdc_files(written: Sequence[WrittenFile]) -> list[AddCDCFile]:
+    """AddCDCFiles for change-data files (no stats; always ``dataChange=false``)."""
+    return [
+        AddCDCFile(path=encode_add_path(w.relative_path), partition_values=w.partition_values, size=w.size)
+        for w in written
+    ]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, the unit of every log timestamp."""
+    return int(time.time() * 1000)
