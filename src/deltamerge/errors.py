@@ -179,3 +179,10 @@ class UnsupportedOperationError(DeltaMergeError):
 
     error_class = "DELTA_UNSUPPORTED_OPERATION"
     sql_state = "0AKDC"
+
+
+class AppendOnlyTableError(UnsupportedOperationError):
+    """A commit would delete or rewrite data of a table with ``delta.appendOnly=true``."""
+
+    error_class = "DELTA_CANNOT_MODIFY_APPEND_ONLY"
+    sql_state = "42809"
