@@ -1,0 +1,363 @@
+"""Optimistic transactions: read a snapshot, stage actions, commit with put-if-absent.
+
+::
+
+    snapshot(r) ──> record reads ──> commit(actions, operation)
+                                        │ check_can_write, appendOnly, action rules
+                                        │ [commitInfo, protocol?, metaData?, txn*, actions*]
+                                        ▼
+                     write_exclusive(r+1.json) ── ok ──> post-commit (checkpoint every N)
+                                        │ FileExistsError
+                                        ▼
+                     check_conflicts(each winner r+1..latest) ── conflict ──> Concurrent*Error
+                                        │ none
+                                        └──> retry at latest+1 (same payload, same readVersion)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from deltamerge.config import SessionConf, TableProperties
+from deltamerge.errors import (
+    AppendOnlyTableError,
+    CommitError,
+    InvalidArgumentError,
+    MaxCommitAttemptsError,
+    TableNotFoundError,
+)
+from deltamerge.log import filenames
+from deltamerge.log.actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+    serialize_commit,
+)
+from deltamerge.log.protocol import check_can_write, protocol_for, upgrade
+from deltamerge.log.snapshot import DeltaLog, Snapshot
+from deltamerge.txn.conflicts import (
+    ISOLATION_LEVELS,
+    SERIALIZABLE,
+    SNAPSHOT_ISOLATION,
+    WRITE_SERIALIZABLE,
+    ReadPredicate,
+    TransactionInfo,
+    WinningCommit,
+    check_conflicts,
+)
+from deltamerge.txn.operations import DEFAULT_ENGINE_INFO, Operation, build_commit_info
+
+logger = logging.getLogger(__name__)
+
+ConfSource = Mapping[str, str] | Callable[[str], "str | None"]
+_FILE_ACTIONS = (AddFile, RemoveFile, AddCDCFile)
+
+
+def _table_isolation_level(metadata: Metadata | None) -> str:
+    value = TableProperties.ISOLATION_LEVEL.get(metadata.configuration if metadata else {})
+    if value not in (SERIALIZABLE, WRITE_SERIALIZABLE):
+        raise InvalidArgumentError(
+            f"Invalid delta.isolationLevel {value!r}: use 'Serializable' or 'WriteSerializable'."
+        )
+    return value
+
+
+class OptimisticTransaction:
+    """One atomic change to a table, committed optimistically on top of the snapshot it read."""
+
+    def __init__(
+        self,
+        log: DeltaLog,
+        snapshot: Snapshot | None = None,
+        *,
+        isolation_level: str | None = None,
+        engine_info: str = DEFAULT_ENGINE_INFO,
+        conf: ConfSource | None = None,
+    ) -> None:
+        if snapshot is None:
+            try:
+                snapshot = log.update()
+            except TableNotFoundError:
+                snapshot = None  # the table does not exist yet: this transaction creates it
+        if isolation_level is not None and isolation_level not in ISOLATION_LEVELS:
+            raise InvalidArgumentError(
+                f"Unknown isolation level {isolation_level!r}; use one of {', '.join(ISOLATION_LEVELS)}."
+            )
+        self.log = log
+        self.snapshot = snapshot
+        self.read_version: int = snapshot.version if snapshot is not None else -1
+        self.engine_info = engine_info
+        self._isolation_override = isolation_level
+        self._conf: ConfSource = conf if conf is not None else {}
+        self._new_metadata: Metadata | None = None
+        self._new_protocol: Protocol | None = None
+        self._read_predicates: list[ReadPredicate] = []
+        self._read_files: set[str] = set()
+        self._read_whole_table = False
+        self._read_app_ids: set[str] = set()
+        self._app_txns: dict[str, SetTransaction] = {}
+        self.committed_version: int | None = None
+
+    # --- state -----------------------------------------------------------------------------------
+
+    @property
+    def is_new_table(self) -> bool:
+        """True when this transaction creates the table (read version -1)."""
+        return self.read_version < 0
+
+    @property
+    def metadata(self) -> Metadata | None:
+        """The table metadata as this commit will leave it (updated or as read)."""
+        if self._new_metadata is not None:
+            return self._new_metadata
+        return self.snapshot.metadata if self.snapshot is not None else None
+
+    @property
+    def protocol(self) -> Protocol | None:
+        """The protocol as this commit will leave it (upgraded or as read)."""
+        if self._new_protocol is not None:
+            return self._new_protocol
+        return self.snapshot.protocol if self.snapshot is not None else None
+
+    def update_metadata(self, metadata: Metadata) -> None:
+        """Change schema, partitioning or properties in this commit (and upgrade the protocol if needed).
+
+        The table id never changes: on an existing table the id (and a missing ``createdTime``)
+        are taken from the current metadata.
+        """
+        if self.snapshot is not None:
+            current = self.snapshot.metadata
+            metadata = replace(
+                metadata,
+                id=current.id,
+                created_time=metadata.created_time
+                if metadata.created_time is not None
+                else current.created_time,
+            )
+        else:
+            metadata = replace(
+                metadata,
+                id=metadata.id or str(uuid.uuid4()),
+                created_time=metadata.created_time if metadata.created_time is not None else _now_ms(),
+            )
+        schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
+        missing = [c for c in metadata.partition_columns if c not in schema_columns]
+        if missing:
+            raise InvalidArgumentError(
+                f"Partition column(s) {missing} are not in the table schema. Partition by existing columns."
+            )
+        self._new_metadata = metadata
+        base = self._new_protocol or (self.snapshot.protocol if self.snapshot is not None else None)
+        if base is None:
+            self._new_protocol = protocol_for(metadata.configuration, metadata.schema)
+        else:
+            upgraded = upgrade(base, metadata.configuration, metadata.schema)
+            if upgraded is not None:
+                self._new_protocol = upgraded
+
+    def update_protocol(self, protocol: Protocol) -> None:
+        """Set an explicit protocol in this commit (e.g. to add a table feature)."""
+        self._new_protocol = protocol
+
+    # --- recording reads -------------------------------------------------------------------------
+
+    def add_read_predicate(self, may_match: Callable[[AddFile], bool], description: str) -> None:
+        """Record a filter used to select files; concurrent adds it may match are conflicts."""
+        self._read_predicates.append(ReadPredicate(may_match, description))
+
+    def add_read_files(self, files: Iterable[AddFile]) -> None:
+        """Record files actually read; their concurrent removal is a conflict."""
+        self._read_files.update(f.path for f in files)
+
+    def mark_read_whole_table(self) -> None:
+        """Record a full-table read: any concurrent add or remove of data conflicts."""
+        self._read_whole_table = True
+
+    def read_app_version(self, app_id: str) -> int | None:
+        """The last committed version of ``app_id`` (idempotent writes); recorded as read."""
+        self._read_app_ids.add(app_id)
+        if self.snapshot is None:
+            return None
+        return self.snapshot.app_versions.get(app_id)
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Record ``txn(app_id, version)`` in this commit."""
+        self._app_txns[app_id] = SetTransaction(app_id=app_id, version=version, last_updated=_now_ms())
+
+    # --- commit ----------------------------------------------------------------------------------
+
+    def _validate(self, actions: Sequence[Action], metadata: Metadata) -> None:
+        for a in actions:
+            if isinstance(a, (CommitInfo, Metadata, Protocol)):
+                raise InvalidArgumentError(
+                    f"Do not pass {type(a).__name__} actions to commit(): commitInfo is built from the "
+                    "Operation, and metadata/protocol changes go through update_metadata()/update_protocol()."
+                )
+        adds = Counter(a.path for a in actions if isinstance(a, AddFile))
+        removes = Counter(a.path for a in actions if isinstance(a, RemoveFile))
+        dup = [p for p, n in (adds + removes).items() if adds[p] > 1 or removes[p] > 1]
+        if dup:
+            raise InvalidArgumentError(f"A commit may add or remove a path at most once; repeated: {dup[0]}")
+        add_keys = {a.key for a in actions if isinstance(a, AddFile)}
+        same = next((r for r in actions if isinstance(r, RemoveFile) and r.key in add_keys), None)
+        if same is not None:
+            raise InvalidArgumentError(
+                f"A commit cannot add and remove the same logical file {same.path} (same deletion vector)."
+            )
+        apps = Counter(a.app_id for a in actions if isinstance(a, SetTransaction))
+        apps.update(self._app_txns.keys())
+        if any(n > 1 for n in apps.values()):
+            raise InvalidArgumentError("A commit may contain at most one txn action per appId.")
+        domains = Counter(a.domain for a in actions if isinstance(a, DomainMetadata))
+        if any(n > 1 for n in domains.values()):
+            raise InvalidArgumentError("A commit may contain at most one domainMetadata action per domain.")
+        for a in actions:
+            if isinstance(a, AddFile):
+                absent = [c for c in metadata.partition_columns if c not in a.partition_values]
+                if absent:
+                    raise InvalidArgumentError(
+                        f"add {a.path} has no partition value for {absent}; every partition column needs an "
+                        "entry in partitionValues (None for null)."
+                    )
+        read_metadata = self.snapshot.metadata if self.snapshot is not None else metadata
+        if TableProperties.APPEND_ONLY.get(read_metadata.configuration):
+            bad = next((a for a in actions if isinstance(a, RemoveFile) and a.data_change), None)
+            if bad is not None:
+                raise AppendOnlyTableError(
+                    "This table is configured to only allow appends (delta.appendOnly=true), so this "
+                    f"operation cannot delete or update data (it removes {bad.path}). To allow it, set "
+                    "'delta.appendOnly' to 'false' with ALTER TABLE ... SET TBLPROPERTIES."
+                )
+
+    def _isolation_level(self, actions: Sequence[Action], operation: Operation, metadata: Metadata) -> str:
+        level = self._isolation_override or _table_isolation_level(metadata)
+        if level == SNAPSHOT_ISOLATION or self._app_txns or self._new_metadata or self._new_protocol:
+            return level
+        # delta-spark: a commit of only dataChange=false file actions (OPTIMIZE) runs at
+        # SnapshotIsolation; under WriteSerializable the operation must also not change data.
+        if any(not isinstance(a, _FILE_ACTIONS) for a in actions):
+            return level
+        data_changed = any(a.data_change for a in actions if isinstance(a, _FILE_ACTIONS))
+        if level == SERIALIZABLE and not data_changed:
+            return SNAPSHOT_ISOLATION
+        if level == WRITE_SERIALIZABLE and not data_changed and not operation.changes_data:
+            return SNAPSHOT_ISOLATION
+        return level
+
+    def _is_blind_append(self, actions: Sequence[Action]) -> bool:
+        reads = self._read_predicates or self._read_files or self._read_whole_table
+        if reads or self._new_metadata is not None or self.is_new_table:
+            return False
+        files = [a for a in actions if isinstance(a, _FILE_ACTIONS)]
+        return all(isinstance(a, AddFile) and a.data_change for a in files)
+
+    def commit(
+        self, actions: Sequence[Action], operation: Operation, *, user_metadata: str | None = None
+    ) -> int:
+        """Commit ``actions`` atomically; returns the committed version.
+
+        Raises a :class:`ConcurrentModificationError` subclass when a concurrent commit conflicts,
+        :class:`MaxCommitAttemptsError` after too many lost races without conflicts.
+        """
+        if self.committed_version is not None:
+            raise CommitError(f"This transaction already committed version {self.committed_version}.")
+        actions = list(actions)
+        metadata = self.metadata
+        protocol = self.protocol
+        if metadata is None or protocol is None:
+            raise InvalidArgumentError(
+                f"{self.log.table_root} does not exist yet: a creating transaction must call "
+                "update_metadata() with the table schema before commit()."
+            )
+        check_can_write(protocol, metadata)
+        self._validate(actions, metadata)
+        isolation = self._isolation_level(actions, operation, metadata)
+        commit_info = build_commit_info(
+            operation,
+            timestamp=_now_ms(),
+            read_version=self.read_version if not self.is_new_table else None,
+            isolation_level=isolation,
+            is_blind_append=self._is_blind_append(actions),
+            engine_info=self.engine_info,
+            txn_id=str(uuid.uuid4()),
+            user_metadata=user_metadata,
+        )
+        payload: list[Action] = [commit_info]
+        if self.is_new_table or self._new_protocol is not None:
+            payload.append(protocol)
+        if self.is_new_table or self._new_metadata is not None:
+            payload.append(metadata)
+        payload += list(self._app_txns.values())
+        payload += actions
+        data = serialize_commit(payload)
+
+        all_txns = [a for a in payload if isinstance(a, SetTransaction)]
+        info = TransactionInfo(
+            read_version=self.read_version,
+            isolation_level=isolation,
+            read_predicates=tuple(self._read_predicates),
+            read_file_paths=frozenset(self._read_files),
+            read_whole_table=self._read_whole_table,
+            read_app_ids=frozenset(self._read_app_ids | {t.app_id for t in all_txns}),
+            metadata_changed=self.is_new_table or self._new_metadata is not None,
+            protocol_changed=self.is_new_table or self._new_protocol is not None,
+            removed_paths=frozenset(a.path for a in actions if isinstance(a, RemoveFile)),
+            domains=frozenset(a.domain for a in actions if isinstance(a, DomainMetadata)),
+        )
+        version = self._write_with_retries(data, info)
+        self.committed_version = version
+        self._post_commit(version, metadata)
+        return version
+
+    def _max_attempts(self) -> int:
+        return max(1, SessionConf.MAX_COMMIT_ATTEMPTS.get(self._conf))
+
+    def _write_with_retries(self, data: bytes, info: TransactionInfo) -> int:
+        store = self.log.store
+        version = self.read_version + 1
+        checked_up_to = self.read_version
+        max_attempts = self._max_attempts()
+        for attempt in range(1, max_attempts + 1):
+            try:
+                store.write_exclusive(filenames.commit_name(version), data)
+                if attempt > 1:
+                    logger.info("Committed version %d after %d attempts", version, attempt)
+                return version
+            except FileExistsError:
+                pass
+            latest = max(self.log.latest_version(), version)
+            # Check every winner we have not checked yet, in version order.
+            for w in range(checked_up_to + 1, latest + 1):
+                check_conflicts(info, WinningCommit(w, tuple(self.log.read_commit(w))))
+            checked_up_to = latest
+            version = latest + 1
+        raise MaxCommitAttemptsError(
+            f"The commit lost the race for a version {max_attempts} times in a row without a logical "
+            f"conflict (last tried version {version}). The table is under heavy concurrent writing; retry "
+            f"later or raise {SessionConf.MAX_COMMIT_ATTEMPTS.key}."
+        )
+
+    def _post_commit(self, version: int, metadata: Metadata) -> None:
+        # The commit has landed: nothing below may turn it into a failure.
+        try:
+            interval = TableProperties.CHECKPOINT_INTERVAL.get(metadata.configuration)
+            self.log.update()
+            if version > 0 and interval > 0 and version % interval == 0:
+                self.log.checkpoint(self.log.snapshot(version))
+        except Exception:  # post-commit work is best effort by design
+            logger.warning("Post-commit work (checkpoint) failed for version %d", version, exc_info=True)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
