@@ -1,0 +1,60 @@
+"""Table names: a name given through deltamerge maps to a table path and to a Spark temp view.
+
+``register_table(spark, "target", path)`` makes ``DeltaTable.forName(spark, "target")``, SQL
+``MERGE INTO target`` and plain ``spark.sql("SELECT ... FROM target")`` all work. The temp view is
+re-pointed at the newest snapshot after every deltamerge commit to the table, and before every
+``deltamerge.sql`` statement that names it, so SELECTs never see a stale version.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from pyspark.sql import SparkSession
+
+_LOCK = threading.Lock()
+_NAMES: dict[str, str] = {}  # lower-case name -> absolute table path
+_VIEW_VERSIONS: dict[str, int] = {}  # lower-case name -> version the view shows
+
+
+def register_table(spark: SparkSession, name: str, path: str) -> None:
+    """Give the Delta table at ``path`` a name usable in deltamerge and in ``spark.sql``."""
+    with _LOCK:
+        _NAMES[name.lower()] = os.path.abspath(path)
+    refresh_view(spark, name)
+
+
+def unregister_table(spark: SparkSession, name: str) -> None:
+    """Forget a name (and drop its temp view)."""
+    with _LOCK:
+        _NAMES.pop(name.lower(), None)
+        _VIEW_VERSIONS.pop(name.lower(), None)
+    spark.catalog.dropTempView(name)
+
+
+def path_for_name(name: str) -> str | None:
+    """The table path registered under ``name`` (None when unknown)."""
+    return _NAMES.get(name.lower())
+
+
+def refresh_view(spark: SparkSession, name: str) -> None:
+    """Point the temp view ``name`` at the newest snapshot if it is behind."""
+    from deltamerge.io import read_snapshot, snapshot_for
+
+    path = path_for_name(name)
+    if path is None:
+        return
+    snap = snapshot_for(path)
+    if _VIEW_VERSIONS.get(name.lower()) == snap.version and spark.catalog.tableExists(name):
+        return
+    read_snapshot(spark, snap).createOrReplaceTempView(name)
+    _VIEW_VERSIONS[name.lower()] = snap.version
+
+
+def refresh_views(spark: SparkSession, path: str) -> None:
+    """Refresh every view of the table at ``path`` (after a commit to it)."""
+    target = os.path.abspath(path)
+    for name, p in list(_NAMES.items()):
+        if p == target:
+            refresh_view(spark, name)

@@ -1,0 +1,227 @@
+"""Whole-table writes and reads: ``deltamerge.write`` and ``deltamerge.read``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from deltamerge.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
+from deltamerge.log.actions import Action, AddFile, Metadata
+from deltamerge.log.protocol import check_can_read
+from deltamerge.log.snapshot import DeltaLog, Snapshot
+from deltamerge.spark.scan import scan
+from deltamerge.spark.session import conf_getter, session_time_zone
+from deltamerge.spark.types import as_nullable, schema_string, to_delta_schema, to_spark_schema
+from deltamerge.spark.write import to_add_files, write_parquet
+from deltamerge.txn.operations import Operation
+from deltamerge.txn.transaction import OptimisticTransaction
+
+_MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "Append", "overwrite": "Overwrite", "ignore": "Ignore"}
+
+
+def _abs(path: str) -> str:
+    import os
+
+    if path.startswith("file:"):
+        path = path[len("file:") :]
+        while path.startswith("//"):
+            path = path[1:]
+    return os.path.abspath(path)
+
+
+def _check_names(schema: StructType) -> None:
+    seen: dict[str, str] = {}
+    for f in schema.fields:
+        if f.name.lower() in seen:
+            raise SchemaMismatchError(
+                f"Found duplicate column(s) in the data to save: {f.name}. Rename one of them.",
+                error_class="DELTA_DUPLICATE_COLUMNS_FOUND",
+            )
+        seen[f.name.lower()] = f.name
+
+
+def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[DataFrame, StructType]:
+    """Order and cast ``df`` to the table schema by name (missing columns become NULL)."""
+    by_name = {f.name.lower(): f for f in df.schema.fields}
+    extra = [f for f in df.schema.fields if f.name.lower() not in {t.name.lower() for t in table.fields}]
+    if extra and not merge_schema:
+        raise SchemaMismatchError(
+            "A schema mismatch detected when writing to the Delta table. "
+            f"Data columns not in the table: {', '.join(f.name for f in extra)}. "
+            "To add them, write with merge_schema=True (Delta's mergeSchema option).",
+        )
+    final = StructType(list(table.fields) + [StructField(f.name, as_nullable(f.dataType), True) for f in extra])
+    cols = []
+    for f in final.fields:
+        src = by_name.get(f.name.lower())
+        if src is None:
+            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+            continue
+        if src.dataType != f.dataType and not _safe_cast(src.dataType, f.dataType):
+            raise SchemaMismatchError(
+                f"Failed to merge fields '{f.name}': the table has type {f.dataType.simpleString()} "
+                f"and the data has {src.dataType.simpleString()}. Cast the column before writing.",
+                error_class="DELTA_FAILED_TO_MERGE_FIELDS",
+            )
+        cols.append(F.col(f"`{src.name}`").cast(f.dataType).alias(f.name))
+    return df.select(*cols), final
+
+
+_WIDER = {
+    "byte": {"short", "integer", "long", "double", "float"},
+    "short": {"integer", "long", "double", "float"},
+    "integer": {"long", "double"},
+    "float": {"double"},
+}
+
+
+def _safe_cast(src, dst) -> bool:  # type: ignore[no-untyped-def]
+    if src.typeName() == "null":
+        return True
+    return dst.typeName() in _WIDER.get(src.typeName(), set())
+
+
+def write(
+    df: DataFrame,
+    path: str,
+    mode: str = "error",
+    partition_by: Sequence[str] | str | None = None,
+    configuration: Mapping[str, str] | None = None,
+    *,
+    merge_schema: bool = False,
+    overwrite_schema: bool = False,
+) -> int | None:
+    """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored).
+
+    ``mode``: ``error`` (default, fail if the table exists), ``append``, ``overwrite`` or
+    ``ignore``. ``configuration`` sets table properties when the table is created.
+    """
+    key = mode.lower()
+    if key not in _MODES:
+        raise InvalidArgumentError(f"Unknown save mode {mode!r}; use error, append, overwrite or ignore.")
+    spark = df.sparkSession
+    root = _abs(path)
+    parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+    log = DeltaLog.for_table(root)
+    txn = OptimisticTransaction(log, conf=conf_getter(spark))
+    exists = not txn.is_new_table
+    if exists and key in ("error", "errorifexists"):
+        raise TableAlreadyExistsError(f"Cannot write to already existent path {root} without setting mode 'append' or 'overwrite'.")
+    if exists and key == "ignore":
+        return None
+    _check_names(df.schema)
+    overwrite = key == "overwrite"
+    if not exists or (overwrite and overwrite_schema):
+        schema = StructType([StructField(f.name, as_nullable(f.dataType), True, f.metadata) for f in df.schema.fields])
+        lower = {f.name.lower(): f.name for f in schema.fields}
+        missing = [p for p in parts if p.lower() not in lower]
+        if missing:
+            raise InvalidArgumentError(f"Partition column(s) {missing} not found in schema {schema.simpleString()}.")
+        parts = [lower[p.lower()] for p in parts]
+        conf = dict(configuration or {}) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
+        for k, v in (configuration or {}).items():
+            conf[k] = str(v)
+        meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
+        txn.update_metadata(
+            Metadata(
+                id=meta_id,
+                schema_string=schema_string(schema),
+                partition_columns=tuple(parts),
+                configuration=conf,
+                created_time=int(time.time() * 1000),
+            )
+        )
+        data = df.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
+    else:
+        meta = txn.metadata
+        assert meta is not None
+        if parts and [p.lower() for p in parts] != [p.lower() for p in meta.partition_columns]:
+            raise InvalidArgumentError(
+                f"Partition columns {parts} do not match the table's {list(meta.partition_columns)}. "
+                "Omit partition_by when appending, or overwrite with overwrite_schema=True."
+            )
+        table_schema = to_spark_schema(meta.schema_string)
+        data, final = _align(df, table_schema, merge_schema=merge_schema)
+        if len(final.fields) != len(table_schema.fields):
+            from dataclasses import replace
+
+            txn.update_metadata(replace(meta, schema_string=schema_string(final)))
+        parts = list(meta.partition_columns)
+        schema = final
+    meta = txn.metadata
+    assert meta is not None
+    ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+    written = write_parquet(data, root, parts, timestamp_partition_columns=ts_parts)
+    adds = to_add_files(root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark))
+    actions: list[Action] = list(adds)
+    if exists and overwrite:
+        now = int(time.time() * 1000)
+        actions += [f.remove(now) for f in txn.snapshot.files]  # type: ignore[union-attr]
+        txn.mark_read_whole_table()
+    metrics = {
+        "numFiles": len(adds),
+        "numOutputRows": sum((a.num_records or 0) for a in adds),
+        "numOutputBytes": sum(a.size for a in adds),
+    }
+    params = {"mode": _MODES[key], "partitionBy": list(parts)}
+    try:
+        version = txn.commit(actions, Operation("WRITE", params, metrics))
+    except BaseException:
+        import contextlib
+        import os
+
+        for w in written:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(root, w.relative_path))
+        raise
+    from deltamerge.catalog import refresh_views
+
+    refresh_views(spark, root)
+    return version
+
+
+def snapshot_for(path: str, version: int | None = None, timestamp: str | int | None = None) -> Snapshot:
+    """The snapshot at a version, a timestamp (ms or a timestamp string), or the latest."""
+    log = DeltaLog.for_table(_abs(path))
+    if not log.exists():
+        raise TableNotFoundError(f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first.")
+    if version is not None and timestamp is not None:
+        raise InvalidArgumentError("Specify either version or timestamp for time travel, not both.")
+    if timestamp is not None:
+        version = log.version_at_timestamp(_timestamp_ms(timestamp))
+    snap = log.snapshot(version) if version is not None else log.update()
+    check_can_read(snap.protocol, snap.metadata)
+    return snap
+
+
+def _timestamp_ms(ts: str | int | float) -> int:
+    if isinstance(ts, (int, float)):
+        return int(ts)
+    import datetime as dt
+
+    text = str(ts).strip().replace("T", " ")
+    parsed = dt.datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return int(parsed.timestamp() * 1000)
+
+
+def read_snapshot(spark: SparkSession, snap: Snapshot, files: Sequence[AddFile] | None = None) -> DataFrame:
+    """A DataFrame over a snapshot (all its files, or the given subset)."""
+    return scan(
+        spark,
+        snap.table_root,
+        snap.metadata.schema,
+        tuple(snap.metadata.partition_columns),
+        snap.files if files is None else files,
+    )
+
+
+def read(spark: SparkSession, path: str, version: int | None = None, timestamp: str | int | None = None) -> DataFrame:
+    """Read a Delta table (latest, or as of ``version`` / ``timestamp``)."""
+    return read_snapshot(spark, snapshot_for(path, version, timestamp))

@@ -1,0 +1,190 @@
+"""``DeltaMergeBuilder``: delta-spark's Python merge builder, immutable, with its argument checks.
+
+Each ``when...`` call returns a new builder with one clause appended; ``execute()`` turns the
+clauses into a ``MergeSpec`` and runs the command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+
+from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
+from deltamerge.predicates import column_parts, parse_expression
+from deltamerge.spark.columns import expression_text
+
+
+def _check_condition(condition: Any, method: str) -> None:
+    if condition is not None and not isinstance(condition, (str, Column)):
+        raise TypeError(
+            f"'condition' in {method} must be a Spark SQL Column or a string (expression in SQL syntax), "
+            f"found to be of type {type(condition)}."
+        )
+
+
+def _check_dict(values: Any, arg: str, method: str) -> dict[str, str | Column]:
+    if values is None:
+        raise ValueError(f"'{arg}' in {method} cannot be None")
+    if not isinstance(values, dict):
+        raise TypeError(f"'{arg}' in {method} must be a dict, found to be {type(values)}")
+    for k, v in values.items():
+        if not isinstance(k, str):
+            raise TypeError(
+                f"Keys of dict in '{arg}' in {method} must contain only strings with column names, "
+                f"found '{k}' of type '{type(k)}'"
+            )
+        if not isinstance(v, (str, Column)):
+            raise TypeError(
+                f"Values of dict in '{arg}' in {method} must contain only Spark SQL Columns or strings "
+                f"(expressions in SQL syntax) as values, found '{v}' of type '{type(v)}'"
+            )
+    return values
+
+
+def parse_condition(value: str | Column | None):  # type: ignore[no-untyped-def]
+    """A builder condition (SQL string or Column) as an expression tree."""
+    return None if value is None else parse_expression(expression_text(value))
+
+
+def parse_key(key: str) -> tuple[str, ...]:
+    """A column-name key (``"t.x"``, ``"a.b"``, back-ticks quote) as name parts."""
+    node = parse_expression(key)
+    try:
+        return tuple(column_parts(node))  # type: ignore[arg-type]
+    except ValueError:
+        return (key,)
+
+
+def assignments(values: dict[str, str | Column]) -> tuple[Assignment, ...]:
+    """Builder ``set``/``values`` dicts as assignments."""
+    return tuple(Assignment(parse_key(k), parse_expression(expression_text(v))) for k, v in values.items())
+
+
+@dataclass(frozen=True)
+class DeltaMergeBuilder:
+    """Builder for a MERGE; obtained from ``DeltaTable.merge(source, condition)``."""
+
+    _run: Callable[[MergeSpec], DataFrame]
+    _explain: Callable[[MergeSpec], str]
+    _source: DataFrame
+    _condition: Any
+    _target_alias: str | None
+    _source_alias: str | None
+    _clauses: tuple[MergeClause, ...] = ()
+    _evolve: bool = False
+    _extras: dict[str, Any] = field(default_factory=dict)
+
+    def _with(self, clause: MergeClause | None) -> DeltaMergeBuilder:
+        return self if clause is None else replace(self, _clauses=(*self._clauses, clause))
+
+    def whenMatchedUpdate(  # noqa: N802 - delta-spark's API names
+        self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
+    ) -> DeltaMergeBuilder:
+        """WHEN MATCHED [AND condition] THEN UPDATE SET ..."""
+        _check_condition(condition, "whenMatchedUpdate")
+        values = _check_dict(set, "set", "whenMatchedUpdate")
+        if not values and condition is None:
+            return self  # delta-spark drops an unconditional update with no assignment
+        return self._with(
+            MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), assignments(values))
+        )
+
+    def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+        """WHEN MATCHED [AND condition] THEN UPDATE SET *"""
+        _check_condition(condition, "whenMatchedUpdateAll")
+        return self._with(MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), None))
+
+    def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+        """WHEN MATCHED [AND condition] THEN DELETE"""
+        _check_condition(condition, "whenMatchedDelete")
+        return self._with(MergeClause(ClauseKind.MATCHED, ActionType.DELETE, parse_condition(condition), ()))
+
+    def whenNotMatchedInsert(  # noqa: N802
+        self, condition: str | Column | None = None, values: dict[str, str | Column] | None = None
+    ) -> DeltaMergeBuilder:
+        """WHEN NOT MATCHED [AND condition] THEN INSERT (...) VALUES (...)"""
+        _check_condition(condition, "whenNotMatchedInsert")
+        vals = _check_dict(values, "values", "whenNotMatchedInsert")
+        return self._with(
+            MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), assignments(vals))
+        )
+
+    def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+        """WHEN NOT MATCHED [AND condition] THEN INSERT *"""
+        _check_condition(condition, "whenNotMatchedInsertAll")
+        return self._with(MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), None))
+
+    def whenNotMatchedBySourceUpdate(  # noqa: N802
+        self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
+    ) -> DeltaMergeBuilder:
+        """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET ..."""
+        _check_condition(condition, "whenNotMatchedBySourceUpdate")
+        values = _check_dict(set, "set", "whenNotMatchedBySourceUpdate")
+        if not values and condition is None:
+            return self
+        return self._with(
+            MergeClause(
+                ClauseKind.NOT_MATCHED_BY_SOURCE, ActionType.UPDATE, parse_condition(condition), assignments(values)
+            )
+        )
+
+    def whenNotMatchedBySourceDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+        """WHEN NOT MATCHED BY SOURCE [AND condition] THEN DELETE"""
+        _check_condition(condition, "whenNotMatchedBySourceDelete")
+        return self._with(
+            MergeClause(ClauseKind.NOT_MATCHED_BY_SOURCE, ActionType.DELETE, parse_condition(condition), ())
+        )
+
+    def withSchemaEvolution(self) -> DeltaMergeBuilder:  # noqa: N802
+        """Allow the merge to add source columns to the target schema."""
+        return replace(self, _evolve=True)
+
+    def _spec(self) -> MergeSpec:
+        return MergeSpec(
+            source=self._source,
+            condition=parse_condition(self._condition),
+            clauses=self._clauses,
+            target_alias=self._target_alias,
+            source_alias=self._source_alias,
+            schema_evolution=self._evolve,
+            extras=dict(self._extras),
+        )
+
+    def execute(self) -> DataFrame:
+        """Run the merge; returns one row (num_affected_rows, num_updated_rows, num_deleted_rows,
+        num_inserted_rows)."""
+        return self._run(self._spec())
+
+    def explain(self) -> str:
+        """The plan (executor, join, files before/after skipping, materialization), nothing written."""
+        return self._explain(self._spec())
+
+
+def validate_merge_args(source: Any, condition: Any) -> None:
+    """delta-spark's checks of ``DeltaTable.merge(source, condition)``."""
+    if source is None:
+        raise ValueError("'source' in merge cannot be None")
+    if not isinstance(source, DataFrame):
+        raise TypeError("Type of 'source' in merge must be DataFrame.")
+    if condition is None:
+        raise ValueError("'condition' in merge cannot be None")
+    _check_condition(condition, "merge")
+
+
+def dataframe_alias(df: DataFrame) -> str | None:
+    """The alias set by ``df.alias(name)`` (top of the plan), if any."""
+    try:
+        plan = getattr(df, "_plan", None)
+        if plan is not None and type(plan).__name__ == "SubqueryAlias":
+            return str(plan._alias)
+        jdf = getattr(df, "_jdf", None)
+        if jdf is not None:
+            logical = jdf.queryExecution().logical()
+            if logical.getClass().getSimpleName() == "SubqueryAlias":
+                return str(logical.alias())
+    except Exception:
+        return None
+    return None

@@ -1,0 +1,182 @@
+"""Delta's ``ClassicMergeExecutor``: find the touched files, then rewrite them through one join.
+
+Job 1 joins the source with the data-skipped target (carrying ``_metadata.file_path`` and
+``_metadata.row_index``), aggregates per target row to a match count and per file to
+(touched, max matches, over-count), and collects only those per-file rows: the touched-file set
+and the multiple-match check come from one job, with no accumulator or UDF.
+Job 2 joins the source with the touched files only and writes every row of them through the
+per-row CASE projection of ``output``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
+from deltamerge.log.actions import AddFile
+from deltamerge.merge.analysis import tcol
+from deltamerge.merge.clauses import ActionType, ClauseKind
+from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
+from deltamerge.merge.output import (
+    ACTION,
+    SOURCE_PRESENT,
+    TARGET_PRESENT,
+    counter_columns,
+    project_output,
+    sql_col,
+    written_rows,
+)
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
+from deltamerge.spark.session import job_phase
+
+_USAGE = "https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge"
+
+
+@dataclass(frozen=True)
+class TouchedFiles:
+    """Result of job 1."""
+
+    files: list[AddFile]
+    over_count: int  # duplicate matches of an allowed unconditional DELETE, subtracted later
+
+
+def single_unconditional_delete(ctx: MergeContext) -> bool:
+    """Delta allows duplicate matches only when the MATCHED clauses are one unconditional DELETE."""
+    matched = ctx.rm.of_kind(ClauseKind.MATCHED)
+    return len(matched) == 1 and matched[0].action is ActionType.DELETE and matched[0].condition is None
+
+
+def _multiple_match_error(ctx: MergeContext, candidates: Sequence[AddFile]) -> MultipleSourceRowMatchingTargetRowError:
+    # Error path only: name a few offending target rows so the user can fix the source at once.
+    target = ctx.target(candidates, with_file=True, with_row_index=True)
+    joined = ctx.source.withColumn(SOURCE_PRESENT, F.lit(True)).join(target, on=ctx.condition(), how="inner")
+    key_cols = sorted({c for c in _target_columns_in(ctx)})
+    shown_cols = [F.col(tcol(i)).alias(ctx.rm.target_schema.fields[i].name) for i in key_cols]
+    dup = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(F.count(F.lit(1)).alias("n")).where("n > 1")
+    n_rows = dup.count()
+    examples = (
+        joined.join(dup, on=[FILE_COL, ROW_INDEX_COL], how="left_semi").select(*shown_cols).distinct().limit(5).collect()
+        if shown_cols
+        else []
+    )
+    listed = "; ".join(", ".join(f"{k}={v!r}" for k, v in r.asDict().items()) for r in examples)
+    detail = f"\n{n_rows} target row(s) are matched by more than one source row"
+    if listed:
+        detail += f", for example: {listed}"
+    return MultipleSourceRowMatchingTargetRowError(
+        "Cannot perform Merge as multiple source rows matched and attempted to modify the same\n"
+        "target row in the Delta table in possibly conflicting ways. By SQL semantics of Merge,\n"
+        "when multiple source rows match on the same target row, the result may be ambiguous\n"
+        "as it is unclear which source row should be used to update or delete the matching\n"
+        "target row. You can preprocess the source table to eliminate the possibility of\n"
+        f"multiple matches. Please refer to\n{_USAGE}{detail}. "
+        "Deduplicate the source on the merge key (e.g. with a window or groupBy) and retry."
+    )
+
+
+def _target_columns_in(ctx: MergeContext) -> set[int]:
+    names = {col.name for col in ctx.rm.condition.find_all(exp.Column)}
+    return {i for i in range(len(ctx.rm.target_schema.fields)) if tcol(i) in names}
+
+
+def find_touched_files(ctx: MergeContext, candidates: Sequence[AddFile]) -> TouchedFiles:
+    """Job 1: the candidate files some source row matches, plus the multiple-match check."""
+    rm = ctx.rm
+    has_nmbs = bool(rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE))
+    start = time.monotonic()
+    source, source_rows = observed_count(ctx.source, "numSourceRows")
+    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
+    target = ctx.target(candidates, with_file=True, with_row_index=True)
+    joined = source.join(target, on=ctx.condition(), how="right" if has_nmbs else "inner")
+
+    if rm.is_matched_only:
+        preds = [F.lit(True) if c.condition is None else sql_col(c.condition) for c in rm.of_kind(ClauseKind.MATCHED)]
+        touch = preds[0]
+        for p in preds[1:]:
+            touch = touch | p
+        touch = F.col(SOURCE_PRESENT).isNotNull() & F.coalesce(touch, F.lit(False))
+    else:
+        touch = F.lit(True)
+    per_row = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(
+        F.count(SOURCE_PRESENT).alias("n"), F.max(touch.cast("int")).alias("touch")
+    )
+    per_file = per_row.groupBy(FILE_COL).agg(
+        F.max("n").alias("max_n"),
+        F.sum(F.when(F.col("n") > 1, F.col("n") - 1).otherwise(0)).alias("over"),
+        F.max("touch").alias("touched"),
+    )
+    with job_phase(ctx.spark, "MERGE operation - scanning files for matches"):
+        rows = per_file.collect()  # one row per candidate file: metadata, not table data
+    ctx.metrics.numSourceRows = source_rows()
+
+    max_matches = max((int(r["max_n"] or 0) for r in rows), default=0)
+    over = sum(int(r["over"] or 0) for r in rows)
+    if max_matches > 1 and not single_unconditional_delete(ctx):
+        raise _multiple_match_error(ctx, candidates)
+
+    index = file_index(ctx.table_root, candidates)
+    touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]
+    ctx.metrics.scanTimeMs += timed_ms(start)
+    return TouchedFiles(touched, over)
+
+
+def write_all_changes(ctx: MergeContext, touched: TouchedFiles) -> list[AddFile]:
+    """Job 2 (copy-on-write): rewrite the touched files with updates, deletes and inserts applied."""
+    rm = ctx.rm
+    m = ctx.metrics
+    start = time.monotonic()
+    from deltamerge.config import SessionConf
+    from deltamerge.spark.session import setting
+
+    matched_only_optimized = rm.is_matched_only and setting(ctx.spark, SessionConf.OPTIMIZE_MATCHED_ONLY)
+    how = "right" if matched_only_optimized else "full"
+    source, source_rows = observed_count(ctx.source, "numSourceRowsInSecondScan")
+    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
+    target = ctx.target(touched.files).withColumn(TARGET_PRESENT, F.lit(True))
+    joined = source.join(target, on=ctx.condition(), how=how)
+    projected = project_output(joined, rm, has_source=True, has_target=True)
+    projected, get_counts = observed_metrics(projected, counter_columns(rm), "mergeCounts")
+    out = written_rows(projected, rm)
+
+    with job_phase(ctx.spark, f"MERGE operation - Rewriting {len(touched.files)} files"):
+        adds = ctx.write(out)
+
+    def fallback() -> dict[str, int]:
+        by = {int(r[ACTION]): int(r["count"]) for r in projected.groupBy(ACTION).count().collect()}
+        result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
+        result["copied"] = by.get(-1, 0)
+        return result
+
+    m.add_clause_counts(rm, get_counts(fallback))
+    m.numSourceRowsInSecondScan = source_rows()
+    m.use_second_scan_source_rows = how == "full"
+    if touched.over_count:
+        m.numTargetRowsMatchedDeleted = max(0, m.numTargetRowsMatchedDeleted - touched.over_count)
+    m.rewriteTimeMs += timed_ms(start)
+    return adds
+
+
+def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
+    """Classic path: returns (files removed, files added)."""
+    m = ctx.metrics
+    touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
+    if not touched.files:
+        from deltamerge.merge.insert_only import write_only_inserts
+
+        adds = write_only_inserts(ctx, filter_matched_rows=False)
+        if not candidates:
+            # No target file to join with: count the source on its own, as Delta does.
+            n = m.numSourceRowsInSecondScan
+            m.numSourceRows = n if n >= 0 else int(ctx.source.count())
+        return [], adds
+    adds = write_all_changes(ctx, touched)
+    m.numTargetFilesRemoved = len(touched.files)
+    m.numTargetBytesRemoved = sum(f.size for f in touched.files)
+    if ctx.partition_columns:
+        m.numTargetPartitionsRemovedFrom = len({tuple(sorted(f.partition_values.items())) for f in touched.files})
+    return list(touched.files), adds

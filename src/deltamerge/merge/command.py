@@ -1,0 +1,195 @@
+"""Delta's ``MergeIntoCommand``: one transaction, the executor, the commit with metrics.
+
+``run_merge`` analyses the spec against the transaction's snapshot, plans, runs the chosen
+executor, and commits removes + adds (+ a metadata change when the schema evolves) as one
+``MERGE`` commit. Files written by a merge that does not commit are deleted again when the commit
+certainly did not happen (analysis errors, multiple matches, conflicts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import replace
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import LongType, StructField, StructType
+
+from deltamerge.config import SessionConf, TableProperties
+from deltamerge.errors import ConcurrentModificationError, DeltaMergeError
+from deltamerge.log.actions import Action
+from deltamerge.log.snapshot import DeltaLog
+from deltamerge.merge.analysis import ResolvedMerge, analyze
+from deltamerge.merge.clauses import ClauseKind, MergeSpec, check_grammar
+from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
+from deltamerge.merge.metrics import MergeMetrics
+from deltamerge.merge.planner import MergePlan, plan_merge
+from deltamerge.predicates import to_sql
+from deltamerge.spark.session import case_sensitive, conf_getter, setting
+from deltamerge.spark.types import schema_string
+from deltamerge.spark.write import now_ms
+from deltamerge.txn.operations import Operation
+from deltamerge.txn.transaction import OptimisticTransaction
+
+RESULT_SCHEMA = StructType(
+    [
+        StructField("num_affected_rows", LongType(), False),
+        StructField("num_updated_rows", LongType(), False),
+        StructField("num_deleted_rows", LongType(), False),
+        StructField("num_inserted_rows", LongType(), False),
+    ]
+)
+
+
+def result_frame(spark: SparkSession, metrics: MergeMetrics) -> DataFrame:
+    """The one-row result DataFrame of ``execute()`` and SQL ``MERGE``."""
+    return spark.createDataFrame([metrics.result_row()], RESULT_SCHEMA)
+
+
+def operation_parameters(spec: MergeSpec) -> dict[str, str]:
+    """``operationParameters`` of a MERGE commit, as Delta writes them (JSON-encoded strings)."""
+
+    def clauses(kind: ClauseKind) -> str:
+        return json.dumps([c.describe() for c in spec.of_kind(kind)], separators=(",", ":"))
+
+    return {
+        "predicate": json.dumps([to_sql(spec.condition)]),
+        "matchedPredicates": clauses(ClauseKind.MATCHED),
+        "notMatchedPredicates": clauses(ClauseKind.NOT_MATCHED),
+        "notMatchedBySourcePredicates": clauses(ClauseKind.NOT_MATCHED_BY_SOURCE),
+    }
+
+
+def _evolve_metadata(txn: OptimisticTransaction, rm: ResolvedMerge) -> None:
+    if rm.schema_changed:
+        txn.update_metadata(replace(txn.metadata, schema_string=schema_string(rm.final_schema)))
+
+
+def _dv_enabled(spark: SparkSession, configuration: dict[str, str]) -> bool:
+    return bool(setting(spark, SessionConf.DV_PERSISTENT)) and TableProperties.ENABLE_DVS.get(configuration)
+
+
+def prepare(spark: SparkSession, table_root: str, spec: MergeSpec) -> tuple[OptimisticTransaction, ResolvedMerge, MergePlan]:
+    """Open the transaction, analyse and plan (no Spark job runs here)."""
+    check_grammar(spec.clauses)
+    log = DeltaLog.for_table(table_root)
+    txn = OptimisticTransaction(log)
+    snapshot = txn.snapshot
+    from deltamerge.spark.types import to_spark_schema
+
+    evolve = spec.schema_evolution or bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
+    rm = analyze(
+        spec, to_spark_schema(snapshot.metadata.schema_string), case_sensitive=case_sensitive(spark), evolve=evolve
+    )
+    plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, dict(snapshot.metadata.configuration)))
+    return txn, rm, plan
+
+
+def explain_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> str:
+    """The plan of a MERGE, without running it."""
+    txn, _rm, plan = prepare(spark, table_root, spec)
+    return plan.describe(txn.snapshot.files)
+
+
+def _idempotent_skip(spark: SparkSession, txn: OptimisticTransaction) -> bool:
+    get = conf_getter(spark)
+    app_id = get(SessionConf.TXN_APP_ID.key)
+    version = SessionConf.TXN_VERSION.get(get)
+    if not app_id or version < 0:
+        return False
+    seen = txn.read_app_version(app_id)
+    if seen is not None and seen >= version:
+        return True
+    txn.set_app_transaction(app_id, version)
+    return False
+
+
+def run_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> DataFrame:
+    """Run one MERGE and return its one-row result DataFrame."""
+    start = time.monotonic()
+    txn, rm, plan = prepare(spark, table_root, spec)
+    metrics = MergeMetrics(executor=plan.executor, materialize_reason=plan.materialize_reason)
+    if _idempotent_skip(spark, txn):
+        return result_frame(spark, metrics)
+    snapshot = txn.snapshot
+    _evolve_metadata(txn, rm)
+
+    all_files = snapshot.files
+    metrics.numTargetFilesBeforeSkipping = len(all_files)
+    metrics.numTargetBytesBeforeSkipping = sum(f.size for f in all_files)
+    metrics.numTargetFilesAfterSkipping = len(plan.candidate_files)
+    metrics.numTargetBytesAfterSkipping = sum(f.size for f in plan.candidate_files)
+    if snapshot.metadata.partition_columns:
+        metrics.numTargetPartitionsAfterSkipping = len(
+            {tuple(sorted(f.partition_values.items())) for f in plan.candidate_files}
+        )
+
+    # Conflict detection: what this merge read.
+    if plan.read_whole_table or plan.may_match is None:
+        txn.mark_read_whole_table()
+    else:
+        txn.add_read_predicate(plan.may_match, plan.skipping_predicate or "true")
+    txn.add_read_files(plan.candidate_files)
+
+    source = renamed_source(spec.source)
+    if plan.materialize:
+        m_start = time.monotonic()
+        from deltamerge.merge.source import materialize
+
+        source = materialize(source)
+        metrics.materializeSourceTimeMs = timed_ms(m_start)
+
+    ctx = MergeContext(
+        spark=spark,
+        txn=txn,
+        rm=rm,
+        source=source,
+        metrics=metrics,
+        table_root=table_root,
+        partition_columns=tuple(snapshot.metadata.partition_columns),
+        configuration=dict(snapshot.metadata.configuration),
+        repartition_before_write=bool(setting(spark, SessionConf.REPARTITION_BEFORE_WRITE)),
+    )
+    committing = False
+    try:
+        removed, added = _execute(ctx, plan)
+        metrics.executionTimeMs = timed_ms(start)
+        ts = now_ms()
+        actions: list[Action] = [f.remove(ts) for f in removed]
+        actions += added
+        params = operation_parameters(spec)
+        op_metrics = metrics.to_operation_metrics() if setting(spark, SessionConf.HISTORY_METRICS) else {}
+        committing = True
+        txn.commit(actions, Operation("MERGE", params, dict(op_metrics)))
+    except BaseException as e:
+        # Delete our files only when the commit certainly did not happen; after an unknown
+        # outcome they stay for vacuum (deleting them could break a commit that landed).
+        if not committing or isinstance(e, (ConcurrentModificationError, DeltaMergeError)):
+            _discard(table_root, ctx.written_paths)
+        raise
+    return result_frame(spark, metrics)
+
+
+def _execute(ctx: MergeContext, plan: MergePlan) -> tuple[list, list]:  # type: ignore[type-arg]
+    if plan.executor == "insertOnly":
+        from deltamerge.merge.insert_only import write_only_inserts
+
+        adds = write_only_inserts(ctx, filter_matched_rows=True, candidate_files=plan.candidate_files)
+        return [], adds
+    if plan.deletion_vectors:
+        from deltamerge.merge.dv import run_with_deletion_vectors
+
+        return run_with_deletion_vectors(ctx, plan.candidate_files)
+    from deltamerge.merge.classic import run_classic
+
+    return run_classic(ctx, plan.candidate_files)
+
+
+def _discard(table_root: str, relative_paths: list[str]) -> None:
+    # Files of a merge that did not commit: no reader can see them; remove them now rather than
+    # leave them for vacuum.
+    for rel in relative_paths:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(table_root, rel))

@@ -1,0 +1,137 @@
+"""State shared by the MERGE executors: the session, the transaction, the analysed merge and the
+prepared inputs (source and target DataFrames with internal column names)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from deltamerge.log.actions import AddFile
+from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
+from deltamerge.merge.metrics import MergeMetrics
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, scan
+from deltamerge.spark.session import session_time_zone
+from deltamerge.spark.types import to_delta_schema
+from deltamerge.spark.write import to_add_files, write_parquet
+
+
+@dataclass
+class MergeContext:
+    """Everything an executor needs; executors fill ``metrics`` and return file actions."""
+
+    spark: SparkSession
+    txn: Any  # deltamerge.txn.transaction.OptimisticTransaction
+    rm: ResolvedMerge
+    source: DataFrame  # internal column names __s<i>
+    metrics: MergeMetrics
+    table_root: str
+    partition_columns: tuple[str, ...]
+    configuration: dict[str, str]
+    repartition_before_write: bool = True
+    written_paths: list[str] = field(default_factory=list)
+
+    @property
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        """The snapshot the transaction reads."""
+        return self.txn.snapshot
+
+    def target(self, files: Sequence[AddFile], *, with_file: bool = False, with_row_index: bool = False) -> DataFrame:
+        """Target rows of ``files`` with internal column names (plus file / row index)."""
+        snap = self.snapshot
+        df = scan(
+            self.spark,
+            self.table_root,
+            snap.metadata.schema,
+            self.partition_columns,
+            files,
+            with_file=with_file,
+            with_row_index=with_row_index,
+        )
+        names = [tcol(i) for i in range(len(self.rm.target_schema.fields))]
+        if with_file:
+            names.append(FILE_COL)
+        if with_row_index:
+            names.append(ROW_INDEX_COL)
+        return df.toDF(*names)
+
+    def condition(self) -> Column:
+        """The ON condition over internal names."""
+        from deltamerge.merge.output import sql_col
+
+        return sql_col(self.rm.condition)
+
+    def write(self, df: DataFrame) -> list[AddFile]:
+        """Write final-schema rows as new data files and return their AddFiles."""
+        parts = list(self.partition_columns)
+        if parts and self.repartition_before_write:
+            df = df.repartition(*[F.col(f"`{p}`") for p in parts])
+        schema_json = to_delta_schema(self.rm.final_schema)
+        ts_parts = [f.name for f in self.rm.final_schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+        written = write_parquet(df, self.table_root, parts, timestamp_partition_columns=ts_parts)
+        self.written_paths += [w.relative_path for w in written]
+        adds = to_add_files(
+            self.table_root,
+            written,
+            schema_json,
+            parts,
+            self.configuration,
+            tz=session_time_zone(self.spark),
+        )
+        self.metrics.numTargetFilesAdded += len(adds)
+        self.metrics.numTargetBytesAdded += sum(a.size for a in adds)
+        self.metrics.numTargetPartitionsAddedTo += len({tuple(sorted(a.partition_values.items())) for a in adds}) if parts else 0
+        return adds
+
+
+def renamed_source(source: DataFrame) -> DataFrame:
+    """The user's source with positional internal names (robust to duplicate or odd names)."""
+    return source.toDF(*[scol(i) for i in range(len(source.columns))])
+
+
+def observed_count(df: DataFrame, name: str) -> tuple[DataFrame, Callable[[], int]]:
+    """``df`` with a row counter attached, and a getter for the count after an action ran.
+
+    Spark drops an observation when the optimizer removes its subtree (an empty side of a join);
+    the getter then counts the DataFrame directly, which is cheap in exactly those cases.
+    """
+    obs = Observation(f"{name}_{time.monotonic_ns()}_{threading.get_ident()}")
+    observed = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+
+    def get() -> int:
+        try:
+            value = obs.get.get("rows")
+            if value is not None:
+                return int(value)
+        except Exception:
+            pass
+        return int(df.count())
+
+    return observed, get
+
+
+def observed_metrics(df: DataFrame, cols: list[Column], name: str) -> tuple[DataFrame, Callable[[Callable[[], dict[str, int]]], dict[str, int]]]:
+    """``df`` with aggregate metrics attached; the getter takes a fallback computing them directly."""
+    obs = Observation(f"{name}_{time.monotonic_ns()}_{threading.get_ident()}")
+    observed = df.observe(obs, *cols)
+
+    def get(fallback: Callable[[], dict[str, int]]) -> dict[str, int]:
+        try:
+            values = obs.get
+            if values:
+                return {k: int(v or 0) for k, v in values.items()}
+        except Exception:
+            pass
+        return fallback()
+
+    return observed, get
+
+
+def timed_ms(start: float) -> int:
+    """Elapsed ms since ``start`` (at least 1: Delta reports a phase that ran as >= 1 ms)."""
+    return max(1, int((time.monotonic() - start) * 1000))

@@ -1,0 +1,230 @@
+"""``DeltaTable``: delta-spark's table handle, delegating to the log, the readers and MERGE."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from deltamerge import catalog
+from deltamerge.config import SessionConf, TableProperties
+from deltamerge.errors import InvalidArgumentError, TableNotFoundError
+from deltamerge.io import _abs, read_snapshot, snapshot_for
+from deltamerge.log.snapshot import DeltaLog
+from deltamerge.merge.builder import DeltaMergeBuilder, dataframe_alias, validate_merge_args
+from deltamerge.merge.clauses import MergeSpec
+from deltamerge.spark.session import conf_getter
+
+HISTORY_SCHEMA = StructType(
+    [
+        StructField("version", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("userId", StringType()),
+        StructField("userName", StringType()),
+        StructField("operation", StringType()),
+        StructField("operationParameters", MapType(StringType(), StringType())),
+        StructField("clusterId", StringType()),
+        StructField("readVersion", LongType()),
+        StructField("isolationLevel", StringType()),
+        StructField("isBlindAppend", BooleanType()),
+        StructField("operationMetrics", MapType(StringType(), StringType())),
+        StructField("userMetadata", StringType()),
+        StructField("engineInfo", StringType()),
+    ]
+)
+
+DETAIL_SCHEMA = StructType(
+    [
+        StructField("format", StringType()),
+        StructField("id", StringType()),
+        StructField("name", StringType()),
+        StructField("description", StringType()),
+        StructField("location", StringType()),
+        StructField("createdAt", TimestampType()),
+        StructField("lastModified", TimestampType()),
+        StructField("partitionColumns", ArrayType(StringType())),
+        StructField("numFiles", LongType()),
+        StructField("sizeInBytes", LongType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("minReaderVersion", LongType()),
+        StructField("minWriterVersion", LongType()),
+        StructField("tableFeatures", ArrayType(StringType())),
+    ]
+)
+
+
+def _ts(ms: int | None) -> dt.datetime | None:
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
+
+
+class DeltaTable:
+    """A Delta table by path or registered name (delta-spark's ``DeltaTable``)."""
+
+    def __init__(self, spark: SparkSession, path: str, *, alias: str | None = None, name: str | None = None):
+        self._spark = spark
+        self._path = _abs(path)
+        self._alias = alias
+        self._name = name
+
+    # --- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def forPath(cls, sparkSession: SparkSession, path: str) -> DeltaTable:  # noqa: N802, N803 - delta-spark names
+        """The table at ``path``; ``[DELTA_MISSING_DELTA_TABLE]`` when there is none."""
+        if not DeltaLog.for_table(_abs(path)).exists():
+            raise TableNotFoundError(f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first.")
+        return cls(sparkSession, path)
+
+    @classmethod
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:  # noqa: N802, N803
+        """The table registered under a name with ``deltamerge.register_table``."""
+        name = tableOrViewName
+        if name.lower().startswith("delta.`") and name.endswith("`"):
+            return cls.forPath(sparkSession, name[len("delta.`") : -1])
+        path = catalog.path_for_name(name)
+        if path is None:
+            raise TableNotFoundError(
+                f"`{name}` is not a Delta table known to deltamerge. Register it with "
+                "deltamerge.register_table(spark, name, path) or use DeltaTable.forPath.",
+                error_class="DELTA_TABLE_NOT_FOUND",
+            )
+        table = cls.forPath(sparkSession, path)
+        table._name = name
+        return table
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:  # noqa: N802, N803
+        """True when ``identifier`` is the path of a Delta table."""
+        return DeltaLog.for_table(_abs(identifier)).exists()
+
+    # --- reading -------------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """Absolute table root."""
+        return self._path
+
+    def alias(self, aliasName: str) -> DeltaTable:  # noqa: N803
+        """The same table under an alias (used to qualify target columns in merge)."""
+        return DeltaTable(self._spark, self._path, alias=aliasName, name=self._name)
+
+    def toDF(self) -> DataFrame:  # noqa: N802
+        """The latest rows of the table."""
+        df = read_snapshot(self._spark, snapshot_for(self._path))
+        return df.alias(self._alias) if self._alias else df
+
+    def version(self) -> int:
+        """The latest committed version."""
+        return DeltaLog.for_table(self._path).update().version
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """Commits newest first, with delta-spark's history columns."""
+        rows = []
+        for version, ts, info in DeltaLog.for_table(self._path).commit_infos(limit):
+            raw = info.raw
+            params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (raw.get("operationParameters") or {}).items()}
+            metrics = {k: str(v) for k, v in (raw.get("operationMetrics") or {}).items()}
+            rows.append(
+                (
+                    version,
+                    _ts(ts),
+                    raw.get("userId"),
+                    raw.get("userName"),
+                    raw.get("operation"),
+                    params,
+                    raw.get("clusterId"),
+                    raw.get("readVersion"),
+                    raw.get("isolationLevel"),
+                    raw.get("isBlindAppend"),
+                    metrics,
+                    raw.get("userMetadata"),
+                    raw.get("engineInfo"),
+                )
+            )
+        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    def detail(self) -> DataFrame:
+        """One row describing the table (DESCRIBE DETAIL)."""
+        snap = snapshot_for(self._path)
+        meta, proto = snap.metadata, snap.protocol
+        features = sorted(set(proto.reader_features or ()) | set(proto.writer_features or ()))
+        row = (
+            "delta",
+            meta.id,
+            self._name,
+            meta.description,
+            "file:" + self._path,
+            _ts(meta.created_time),
+            _ts(snap.timestamp),
+            list(meta.partition_columns),
+            len(snap.files),
+            sum(f.size for f in snap.files),
+            dict(meta.configuration),
+            proto.min_reader_version,
+            proto.min_writer_version,
+            features,
+        )
+        return self._spark.createDataFrame([row], DETAIL_SCHEMA)
+
+    # --- maintenance --------------------------------------------------------------------------------
+
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:  # noqa: N803
+        """Delete files no longer referenced by the table and older than the retention period."""
+        from deltamerge.vacuum import vacuum
+
+        snap = snapshot_for(self._path)
+        default_ms = TableProperties.DELETED_FILE_RETENTION_MS.get(snap.metadata.configuration)
+        retention_ms = default_ms if retentionHours is None else int(retentionHours * 3_600_000)
+        check = SessionConf.RETENTION_CHECK.get(conf_getter(self._spark))
+        if check and retention_ms < default_ms:
+            raise InvalidArgumentError(
+                "Are you sure you would like to vacuum files with such a low retention period? If you have "
+                "writers that are currently writing to this table, there is a risk that you may corrupt the "
+                "state of your Delta table. If you are certain that there are no operations being performed "
+                "on this table, you may turn off this check by setting "
+                "spark.databricks.delta.retentionDurationCheck.enabled = false. "
+                f"Requested {retention_ms / 3_600_000:g} hours, the table keeps {default_ms / 3_600_000:g} hours.",
+                error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
+            )
+        deleted = vacuum(snap, retention_ms, now_ms=int(time.time() * 1000))
+        return self._spark.createDataFrame([(os.path.join(self._path, p),) for p in deleted], "path string")
+
+    # --- MERGE ---------------------------------------------------------------------------------------
+
+    def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
+        """Start a MERGE of ``source`` into this table on ``condition``."""
+        validate_merge_args(source, condition)
+        target_alias = self._alias or (self._name.split(".")[-1] if self._name else None)
+        return DeltaMergeBuilder(
+            _run=self._run_merge,
+            _explain=self._explain_merge,
+            _source=source,
+            _condition=condition,
+            _target_alias=target_alias,
+            _source_alias=dataframe_alias(source),
+        )
+
+    def _run_merge(self, spec: MergeSpec) -> DataFrame:
+        from deltamerge.merge.command import run_merge
+
+        result = run_merge(self._spark, self._path, spec)
+        catalog.refresh_views(self._spark, self._path)
+        return result
+
+    def _explain_merge(self, spec: MergeSpec) -> str:
+        from deltamerge.merge.command import explain_merge
+
+        return explain_merge(self._spark, self._path, spec)

@@ -1,0 +1,59 @@
+"""VACUUM: delete files the table no longer references, once they are past retention."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from urllib.parse import unquote
+
+from deltamerge.log.snapshot import Snapshot
+from deltamerge.spark.write import STAGING_PREFIX
+
+
+def _referenced(snapshot: Snapshot, retention_ms: int, now_ms: int) -> set[str]:
+    keep: set[str] = set()
+    for f in snapshot.files:
+        keep.add(unquote(f.path))
+        dv = f.deletion_vector
+        if dv is not None and dv.storage_type == "u":
+            from deltamerge.deletion_vectors import dv_file_path
+
+            keep.add(os.path.relpath(dv_file_path(snapshot.table_root, dv), snapshot.table_root))
+    for r in snapshot.tombstones:
+        if (r.deletion_timestamp or 0) > now_ms - retention_ms:
+            keep.add(unquote(r.path))
+    return keep
+
+
+def vacuum(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
+    """Delete unreferenced files older than ``retention_ms``; returns their relative paths.
+
+    Never touches ``_delta_log``; hidden and underscore directories are skipped except
+    ``_change_data`` and deltamerge's own abandoned staging directories.
+    """
+    root = snapshot.table_root
+    keep = _referenced(snapshot, retention_ms, now_ms)
+    cutoff_s = (now_ms - retention_ms) / 1000
+    deleted: list[str] = []
+    for entry in os.listdir(root):
+        full = os.path.join(root, entry)
+        if entry.startswith(STAGING_PREFIX) and os.path.isdir(full) and os.path.getmtime(full) < cutoff_s:
+            shutil.rmtree(full, ignore_errors=True)
+            deleted.append(entry)
+    for dirpath, dirs, names in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            dirs[:] = [d for d in dirs if d == "_change_data" or not d.startswith(("_", "."))]
+        else:
+            dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in names:
+            if name.startswith(("_", ".")):
+                continue
+            rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+            if rel in keep:
+                continue
+            full = os.path.join(dirpath, name)
+            if os.path.getmtime(full) < cutoff_s:
+                os.remove(full)
+                deleted.append(rel)
+    return sorted(deleted)
