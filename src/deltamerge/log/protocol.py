@@ -261,36 +261,34 @@ def _is_active(feature: str, configuration: Mapping[str, str], schema: Any) -> b
     return True if probe is None else probe(configuration, schema)
 
 
-def check_can_read(protocol: Protocol, metadata: Metadata | None = None) -> None:
-    """Raise :class:`UnsupportedFeatureError` if deltamerge cannot read a table with this protocol."""
-    _check_versions(protocol, for_write=False)
+def _check_features(
+    features: Iterable[str], supported: frozenset[str], metadata: Metadata | None, write: bool
+) -> None:
     configuration = metadata.configuration if metadata is not None else {}
     schema = _schema_of(metadata)
-    for feature in sorted(reader_features(protocol)):
-        if feature in SUPPORTED_READER_FEATURES:
+    for feature in sorted(features):
+        if feature in supported:
             continue
         if feature in _ACTIVE_PROBES and not _is_active(feature, configuration, schema):
             continue
-        raise _refuse(feature, for_write=False)
+        raise _refuse(feature, for_write=write, extra=" (V2 checkpoints)" if feature == V2_CHECKPOINT else "")
+
+
+def check_can_read(protocol: Protocol, metadata: Metadata | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` if deltamerge cannot read a table with this protocol."""
+    _check_versions(protocol, for_write=False)
+    _check_features(reader_features(protocol), SUPPORTED_READER_FEATURES, metadata, write=False)
 
 
 def check_can_write(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Raise :class:`UnsupportedFeatureError` if deltamerge must not write a table with this protocol.
 
-    Writers must understand every reader feature too, so this includes :func:`check_can_read`.
+    Writers must implement every reader feature too, so reader features are checked as well (and
+    reported as write refusals).
     """
     _check_versions(protocol, for_write=True)
-    check_can_read(protocol, metadata)
-    configuration = metadata.configuration if metadata is not None else {}
-    schema = _schema_of(metadata)
-    for feature in sorted(writer_features(protocol) | reader_features(protocol)):
-        if feature in SUPPORTED_WRITER_FEATURES:
-            continue
-        if feature in _ACTIVE_PROBES and not _is_active(feature, configuration, schema):
-            continue
-        if feature == V2_CHECKPOINT:
-            raise _refuse(feature, for_write=True, extra=" (V2 checkpoints)")
-        raise _refuse(feature, for_write=True)
+    features = writer_features(protocol) | reader_features(protocol)
+    _check_features(features, SUPPORTED_WRITER_FEATURES, metadata, write=True)
 
 
 # --- computing protocols ---------------------------------------------------------------------------
@@ -387,7 +385,8 @@ def upgrade(old: Protocol, configuration: Mapping[str, str], schema_json: Any) -
         if candidate.min_writer_version < 7:
             return candidate
     # Table-features form: make every implied legacy feature explicit.
-    all_w |= LEGACY_WRITER_FEATURES.get(min(old.min_writer_version, 6), frozenset())
+    if old.min_writer_version < 7:
+        all_w |= LEGACY_WRITER_FEATURES.get(old.min_writer_version, frozenset())
     if old.min_reader_version < 3:
         all_r |= LEGACY_READER_FEATURES.get(old.min_reader_version, frozenset())
     # A legacy reader version 2 already covers columnMapping; anything else needs reader version 3.

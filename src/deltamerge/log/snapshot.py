@@ -237,16 +237,20 @@ class DeltaLog:
                 f"{listing.latest_version}."
             )
         target = listing.latest_version if version is None else version
-        snap = self._build(listing, target)
+        snap, error = self._build(listing, target)
         if snap is None and start > 0:
+            # The hinted part of the log was not enough (missing or corrupt checkpoint): list it all.
             listing = list_log(self.store, 0)
-            snap = self._build(listing, target)
+            snap, error = self._build(listing, target)
         if snap is None:
-            raise segment_error(listing, target)
+            raise error or segment_error(listing, target)
         return snap
 
-    def _build(self, listing: LogListing, target: int) -> Snapshot | None:
-        """Replay the newest usable checkpoint <= target plus commits; ``None`` if nothing fits."""
+    def _build(self, listing: LogListing, target: int) -> tuple[Snapshot | None, LogCorruptedError | None]:
+        """Replay the newest usable checkpoint <= target plus commits.
+
+        Returns ``(None, error)`` when nothing fits; ``error`` is the first unreadable checkpoint's.
+        """
         candidates: list[CheckpointRef | None] = [c for c in listing.checkpoints if c.version <= target]
         candidates.append(None)
         checkpoint_error: LogCorruptedError | None = None
@@ -266,12 +270,9 @@ class DeltaLog:
                 actions = read_commit(self.store, v)
                 state.apply(actions)
                 last_info = _commit_info_of(actions)
-            return self._make_snapshot(
-                state, target, last_info, None if ref is None else ref.version, None if ref is None else ref
-            )
-        if checkpoint_error is not None:
-            raise checkpoint_error
-        return None
+            snap = self._make_snapshot(state, target, last_info, None if ref is None else ref.version, ref)
+            return snap, None
+        return None, checkpoint_error
 
     def _make_snapshot(
         self,

@@ -1,0 +1,294 @@
+"""Protocol gating (what we refuse to read or write) and protocol computation for new/changed tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deltamerge.errors import UnsupportedFeatureError
+from deltamerge.log.actions import Metadata, Protocol
+from deltamerge.log.protocol import check_can_read, check_can_write, protocol_for, upgrade
+
+PLAIN = {"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}]}
+
+
+def _schema(*fields: dict) -> dict:
+    return {"type": "struct", "fields": list(fields)}
+
+
+def _field(name: str, type_: object, metadata: dict | None = None) -> dict:
+    return {"name": name, "type": type_, "nullable": True, "metadata": metadata or {}}
+
+
+def _md(configuration: dict | None = None, schema: dict = PLAIN) -> Metadata:
+    return Metadata(id="x", schema_string=json.dumps(schema), configuration=dict(configuration or {}))
+
+
+def _features(reader: list[str] | None, writer: list[str]) -> Protocol:
+    if reader is None:
+        return Protocol(1, 7, None, tuple(writer))
+    return Protocol(3, 7, tuple(reader), tuple(writer))
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        Protocol(1, 1),
+        Protocol(1, 2),
+        Protocol(1, 7, None, ("appendOnly", "rowTracking", "domainMetadata")),  # writer-only features
+        _features(["deletionVectors"], ["deletionVectors"]),
+        _features(["timestampNtz", "v2Checkpoint", "typeWidening", "vacuumProtocolCheck"], ["timestampNtz"]),
+        _features(["deletionVectors", "variantType"], ["deletionVectors", "variantType"]),  # delta-rs, unused
+        Protocol(2, 5),  # column mapping supported but mode none
+        _features(["columnMapping"], ["columnMapping"]),
+    ],
+)
+def test_readable(protocol: Protocol) -> None:
+    check_can_read(protocol, _md())
+
+
+@pytest.mark.parametrize(
+    ("protocol", "metadata", "feature"),
+    [
+        (Protocol(4, 7), _md(), "reader version 4"),
+        (Protocol(2, 5), _md({"delta.columnMapping.mode": "name"}), "columnMapping"),
+        (
+            _features(["columnMapping"], ["columnMapping"]),
+            _md({"delta.columnMapping.mode": "id"}),
+            "columnMapping",
+        ),
+        (
+            _features(["variantType"], ["variantType"]),
+            _md(schema=_schema(_field("v", "variant"))),
+            "variantType",
+        ),
+        (_features(["catalogManaged"], ["catalogManaged"]), _md(), "catalogManaged"),
+        (_features(["someFutureFeature"], ["someFutureFeature"]), _md(), "someFutureFeature"),
+    ],
+)
+def test_unreadable(protocol: Protocol, metadata: Metadata, feature: str) -> None:
+    with pytest.raises(UnsupportedFeatureError, match=feature) as exc:
+        check_can_read(protocol, metadata)
+    assert "deltamerge" in exc.value.message
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        Protocol(1, 2),
+        Protocol(1, 3),
+        Protocol(1, 4),
+        Protocol(2, 5),
+        Protocol(1, 6),
+        _features(["deletionVectors"], ["appendOnly", "invariants", "deletionVectors"]),
+        _features(["timestampNtz"], ["timestampNtz", "changeDataFeed", "checkConstraints"]),
+        _features(
+            ["typeWidening", "vacuumProtocolCheck"], ["typeWidening", "vacuumProtocolCheck", "domainMetadata"]
+        ),
+        _features(["typeWidening-preview"], ["typeWidening-preview"]),
+        Protocol(1, 7, None, ("inCommitTimestamp",)),  # supported but not enabled
+        Protocol(1, 7, None, ("generatedColumns", "identityColumns", "allowColumnDefaults")),  # unused
+    ],
+)
+def test_writable(protocol: Protocol) -> None:
+    check_can_write(protocol, _md())
+
+
+GEN = _schema(_field("a", "long"), _field("b", "long", {"delta.generationExpression": "a + 1"}))
+IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.step": 1}))
+
+
+@pytest.mark.parametrize(
+    ("protocol", "metadata", "feature"),
+    [
+        (Protocol(1, 8), _md(), "writer version 8"),
+        (Protocol(1, 4), _md(schema=GEN), "generatedColumns"),
+        (Protocol(2, 5), _md({"delta.columnMapping.mode": "name"}), "columnMapping"),
+        (Protocol(1, 6), _md(schema=IDENT), "identityColumns"),
+        (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), _md(), "rowTracking"),
+        (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
+        (
+            Protocol(1, 7, None, ("inCommitTimestamp",)),
+            _md({"delta.enableInCommitTimestamps": "true"}),
+            "inCommit",
+        ),
+        (Protocol(1, 7, None, ("icebergCompatV2",)), _md(), "icebergCompatV2"),
+        (Protocol(1, 7, None, ("checkpointProtection",)), _md(), "checkpointProtection"),
+        (_features(["v2Checkpoint"], ["v2Checkpoint"]), _md(), "v2Checkpoint"),
+        (_features(["catalogManaged"], ["catalogManaged"]), _md(), "catalogManaged"),
+        (
+            _features(["deletionVectors"], ["deletionVectors", "unknownWriterThing"]),
+            _md(),
+            "unknownWriterThing",
+        ),
+    ],
+)
+def test_unwritable(protocol: Protocol, metadata: Metadata, feature: str) -> None:
+    with pytest.raises(UnsupportedFeatureError, match=feature) as exc:
+        check_can_write(protocol, metadata)
+    assert exc.value.error_class in ("DELTA_UNSUPPORTED_FEATURES_FOR_WRITE", "DELTA_INVALID_TABLE_VERSION")
+
+
+def test_readable_but_not_writable_reports_write() -> None:
+    # v2Checkpoint: reading is fine, writing is refused with the write error class.
+    p = _features(["v2Checkpoint"], ["v2Checkpoint"])
+    check_can_read(p, _md())
+    with pytest.raises(UnsupportedFeatureError) as exc:
+        check_can_write(p, _md())
+    assert exc.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+
+
+def test_unreadable_uses_read_error_class() -> None:
+    with pytest.raises(UnsupportedFeatureError) as exc:
+        check_can_read(_features(["catalogManaged"], ["catalogManaged"]), _md())
+    assert exc.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
+
+
+# --- protocol_for ---------------------------------------------------------------------------------
+
+NTZ = _schema(_field("t", "timestamp_ntz"))
+NESTED_NTZ = _schema(_field("s", {"type": "array", "elementType": "timestamp_ntz", "containsNull": True}))
+
+
+@pytest.mark.parametrize(
+    ("configuration", "schema", "expected"),
+    [
+        ({}, PLAIN, Protocol(1, 2)),
+        ({"delta.appendOnly": "true"}, PLAIN, Protocol(1, 2)),
+        ({"delta.constraints.positive": "a > 0"}, PLAIN, Protocol(1, 3)),
+        ({"delta.enableChangeDataFeed": "true"}, PLAIN, Protocol(1, 4)),
+        ({"delta.enableChangeDataFeed": "false"}, PLAIN, Protocol(1, 2)),
+        (
+            {"delta.enableDeletionVectors": "true"},
+            PLAIN,
+            Protocol(3, 7, ("deletionVectors",), ("appendOnly", "deletionVectors", "invariants")),
+        ),
+        (
+            {
+                "delta.enableDeletionVectors": "true",
+                "delta.enableChangeDataFeed": "true",
+                "delta.constraints.c": "a>0",
+            },
+            PLAIN,
+            Protocol(
+                3,
+                7,
+                ("deletionVectors",),
+                ("appendOnly", "changeDataFeed", "checkConstraints", "deletionVectors", "invariants"),
+            ),
+        ),
+        ({}, NTZ, Protocol(3, 7, ("timestampNtz",), ("appendOnly", "invariants", "timestampNtz"))),
+        ({}, NESTED_NTZ, Protocol(3, 7, ("timestampNtz",), ("appendOnly", "invariants", "timestampNtz"))),
+        (
+            {"delta.enableTypeWidening": "true"},
+            PLAIN,
+            Protocol(3, 7, ("typeWidening",), ("appendOnly", "invariants", "typeWidening")),
+        ),
+    ],
+)
+def test_protocol_for(configuration: dict, schema: dict, expected: Protocol) -> None:
+    got = protocol_for(configuration, schema)
+    assert got == expected
+    check_can_write(got, _md(configuration, schema))
+
+
+def test_protocol_for_accepts_schema_string() -> None:
+    assert protocol_for({}, json.dumps(NTZ)).min_reader_version == 3
+
+
+def test_every_reader_feature_is_a_writer_feature() -> None:
+    p = protocol_for({"delta.enableDeletionVectors": "true", "delta.enableTypeWidening": "true"}, NTZ)
+    assert set(p.reader_features or ()) <= set(p.writer_features or ())
+
+
+# --- upgrade --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "configuration", "schema", "expected"),
+    [
+        (Protocol(1, 2), {}, PLAIN, None),
+        (Protocol(1, 4), {"delta.enableChangeDataFeed": "true"}, PLAIN, None),
+        (Protocol(1, 2), {"delta.enableChangeDataFeed": "true"}, PLAIN, Protocol(1, 4)),
+        (Protocol(1, 2), {"delta.constraints.c": "a > 0"}, PLAIN, Protocol(1, 3)),
+        (Protocol(1, 1), {"delta.appendOnly": "true"}, PLAIN, Protocol(1, 2)),
+        (
+            Protocol(1, 2),
+            {"delta.enableDeletionVectors": "true"},
+            PLAIN,
+            Protocol(3, 7, ("deletionVectors",), ("appendOnly", "deletionVectors", "invariants")),
+        ),
+        # Implied legacy features are carried over when moving to table features (protocol.md §1.3).
+        (
+            Protocol(1, 4),
+            {"delta.enableDeletionVectors": "true"},
+            PLAIN,
+            Protocol(
+                3,
+                7,
+                ("deletionVectors",),
+                (
+                    "appendOnly",
+                    "changeDataFeed",
+                    "checkConstraints",
+                    "deletionVectors",
+                    "generatedColumns",
+                    "invariants",
+                ),
+            ),
+        ),
+        (
+            Protocol(3, 7, ("deletionVectors",), ("appendOnly", "deletionVectors", "invariants")),
+            {"delta.enableChangeDataFeed": "true"},
+            PLAIN,
+            Protocol(
+                3, 7, ("deletionVectors",), ("appendOnly", "changeDataFeed", "deletionVectors", "invariants")
+            ),
+        ),
+        (
+            Protocol(3, 7, ("deletionVectors",), ("appendOnly", "deletionVectors", "invariants")),
+            {"delta.enableDeletionVectors": "true"},
+            NTZ,
+            Protocol(
+                3,
+                7,
+                ("deletionVectors", "timestampNtz"),
+                ("appendOnly", "deletionVectors", "invariants", "timestampNtz"),
+            ),
+        ),
+        (
+            Protocol(1, 7, None, ("appendOnly", "invariants")),
+            {"delta.enableChangeDataFeed": "true"},
+            PLAIN,
+            Protocol(1, 7, None, ("appendOnly", "changeDataFeed", "invariants")),
+        ),
+        (
+            Protocol(2, 5),
+            {"delta.enableDeletionVectors": "true"},
+            PLAIN,
+            Protocol(
+                3,
+                7,
+                ("columnMapping", "deletionVectors"),
+                (
+                    "appendOnly",
+                    "changeDataFeed",
+                    "checkConstraints",
+                    "columnMapping",
+                    "deletionVectors",
+                    "generatedColumns",
+                    "invariants",
+                ),
+            ),
+        ),
+    ],
+)
+def test_upgrade(old: Protocol, configuration: dict, schema: dict, expected: Protocol | None) -> None:
+    assert upgrade(old, configuration, schema) == expected
