@@ -44,7 +44,7 @@ from deltamerge.log.actions import (
     SetTransaction,
     serialize_commit,
 )
-from deltamerge.log.protocol import check_can_write, protocol_for, upgrade
+from deltamerge.log.protocol import DOMAIN_METADATA, check_can_write, protocol_for, upgrade, writer_features
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.txn.conflicts import (
     ISOLATION_LEVELS,
@@ -197,7 +197,7 @@ class OptimisticTransaction:
 
     # --- commit ----------------------------------------------------------------------------------
 
-    def _validate(self, actions: Sequence[Action], metadata: Metadata) -> None:
+    def _validate(self, actions: Sequence[Action], metadata: Metadata, protocol: Protocol) -> None:
         for a in actions:
             if isinstance(a, (CommitInfo, Metadata, Protocol)):
                 raise InvalidArgumentError(
@@ -222,6 +222,10 @@ class OptimisticTransaction:
         domains = Counter(a.domain for a in actions if isinstance(a, DomainMetadata))
         if any(n > 1 for n in domains.values()):
             raise InvalidArgumentError("A commit may contain at most one domainMetadata action per domain.")
+        if domains and DOMAIN_METADATA not in writer_features(protocol):
+            raise InvalidArgumentError(
+                "domainMetadata actions require the 'domainMetadata' writer feature in the table protocol."
+            )
         for a in actions:
             if isinstance(a, AddFile):
                 absent = [c for c in metadata.partition_columns if c not in a.partition_values]
@@ -281,7 +285,7 @@ class OptimisticTransaction:
                 "update_metadata() with the table schema before commit()."
             )
         check_can_write(protocol, metadata)
-        self._validate(actions, metadata)
+        self._validate(actions, metadata, protocol)
         isolation = self._isolation_level(actions, operation, metadata)
         commit_info = build_commit_info(
             operation,
