@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 JsonDict = dict[str, Any]
 
@@ -89,10 +89,11 @@ class Protocol:
     def to_json(self) -> JsonDict:
         """The JSON object under ``protocol``."""
         out = dict(self.raw)
-        out.update(
-            {"minReaderVersion": self.min_reader_version, "minWriterVersion": self.min_writer_version}
-        )
-        for key, value in (("readerFeatures", self.reader_features), ("writerFeatures", self.writer_features)):
+        out.update({"minReaderVersion": self.min_reader_version, "minWriterVersion": self.min_writer_version})
+        for key, value in (
+            ("readerFeatures", self.reader_features),
+            ("writerFeatures", self.writer_features),
+        ):
             if value is None:
                 out.pop(key, None)
             else:
@@ -387,7 +388,10 @@ class DomainMetadata:
     def from_json(cls, d: JsonDict) -> DomainMetadata:
         """Build from the JSON object under ``domainMetadata``."""
         return cls(
-            domain=d["domain"], configuration=d.get("configuration", ""), removed=bool(d.get("removed")), raw=d
+            domain=d["domain"],
+            configuration=d.get("configuration", ""),
+            removed=bool(d.get("removed")),
+            raw=d,
         )
 
     def to_json(self) -> JsonDict:
@@ -449,13 +453,30 @@ class UnknownAction:
         return dict(self.raw)
 
 
-Action = Union[
-    Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, SetTransaction, DomainMetadata, CommitInfo, UnknownAction
-]
+Action = (
+    Protocol
+    | Metadata
+    | AddFile
+    | RemoveFile
+    | AddCDCFile
+    | SetTransaction
+    | DomainMetadata
+    | CommitInfo
+    | UnknownAction
+)
 
 _BY_KEY: dict[str, Any] = {
     cls.KEY: cls
-    for cls in (Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, SetTransaction, DomainMetadata, CommitInfo)
+    for cls in (
+        Protocol,
+        Metadata,
+        AddFile,
+        RemoveFile,
+        AddCDCFile,
+        SetTransaction,
+        DomainMetadata,
+        CommitInfo,
+    )
 }
 
 

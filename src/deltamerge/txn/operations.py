@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata as _importlib_metadata
 from typing import Any
@@ -37,8 +38,8 @@ class Operation:
     """
 
     name: str
-    parameters: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, int | str] = field(default_factory=dict)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, int | str] = field(default_factory=dict)  # Mapping: accepts dict[str, int] too
     changes_data: bool = True
 
     def operation_parameters(self) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def test_escape_round_trip(text: str) -> None:
     assert unescape_path_name(escape_path_name(text)) == text
 
 
-@given(st.text(st.characters(blacklist_categories=("Cs",))))
+@given(st.text(st.characters(exclude_categories=["Cs"])))
 def test_add_path_round_trip(text: str) -> None:
     assert decode_add_path(encode_add_path(text)) == text
 

@@ -47,7 +47,7 @@ OURS: dict[str, OpFn] = {"blind_append": blind_append, "merge": merge, "optimize
 
 A, M, P, DR = ConcurrentAppendError, MetadataChangedError, ProtocolChangedError, ConcurrentDeleteReadError
 # Expected outcome when both touch partition "a": ours -> {winner: (Serializable, WriteSerializable)}.
-OVERLAP: dict[str, dict[str, tuple[type | None, type | None]]] = {
+OVERLAP: dict[str, dict[str, tuple[type[Exception] | None, type[Exception] | None]]] = {
     "blind_append": {
         "blind_append": (None, None),
         "overwrite": (None, None),
@@ -100,8 +100,10 @@ def test_overlapping(tmp_path: Path, ours: str, winner: str, level_index: int) -
         with pytest.raises(expected) as exc:
             _race(tmp_path / "t", LEVELS[level_index], OURS[ours], WINNERS[winner], "a")
         # Messages name the winning commit and say what to do.
-        assert "version 1" in exc.value.message and "retry" in exc.value.message.lower()
-        assert exc.value.error_class.startswith("DELTA_")
+        err = exc.value
+        assert isinstance(err, ConcurrentModificationError)
+        assert "version 1" in err.message and "retry" in err.message.lower()
+        assert err.error_class.startswith("DELTA_")
 
 
 @pytest.mark.parametrize("level", LEVELS)
