@@ -151,6 +151,9 @@ class OptimisticTransaction:
                 id=metadata.id or str(uuid.uuid4()),
                 created_time=metadata.created_time if metadata.created_time is not None else _now_ms(),
             )
+        # Property values are strings in the log ("true", not true).
+        configuration = {k: _conf_str(v) for k, v in metadata.configuration.items()}
+        metadata = replace(metadata, configuration=configuration)
         schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
         missing = [c for c in metadata.partition_columns if c not in schema_columns]
         if missing:
@@ -361,6 +364,12 @@ class OptimisticTransaction:
                 self.log.checkpoint(self.log.snapshot(version))
         except Exception:  # post-commit work is best effort by design
             logger.warning("Post-commit work (checkpoint) failed for version %d", version, exc_info=True)
+
+
+def _conf_str(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _now_ms() -> int:

@@ -169,6 +169,33 @@ def test_update_metadata_upgrades_protocol_and_keeps_id(tmp_path: Path) -> None:
     assert [next(iter(x)) for x in lines(log, 2)] == ["commitInfo", "metaData"]
 
 
+def test_update_metadata_to_unsupported_feature_is_refused(tmp_path: Path) -> None:
+    log = create_table(str(tmp_path / "t"))
+    txn = OptimisticTransaction(log)
+    txn.update_metadata(table_metadata({"delta.columnMapping.mode": "name"}))
+    assert txn.protocol == Protocol(2, 5)
+    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
+        txn.commit([], Operation("SET TBLPROPERTIES"))
+    assert log.latest_version() == 0
+
+
+def test_configuration_values_are_written_as_strings(tmp_path: Path) -> None:
+    txn = OptimisticTransaction(DeltaLog(str(tmp_path / "t")))
+    txn.update_metadata(replace(table_metadata(), configuration={"delta.appendOnly": True, "n": 5}))  # type: ignore[dict-item]
+    txn.commit([], Operation("CREATE TABLE"))
+    assert lines(txn.log, 0)[2]["metaData"]["configuration"] == {"delta.appendOnly": "true", "n": "5"}
+
+
+def test_unreadable_table_cannot_be_opened(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    store = LocalLogStore(str(root))
+    md = replace(table_metadata(), id="x", created_time=1)
+    protocol = Protocol(3, 7, ("catalogManaged",), ("catalogManaged",))
+    store.write_exclusive(filenames.commit_name(0), serialize_commit([CommitInfo({}), protocol, md]))
+    with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
+        OptimisticTransaction(DeltaLog(str(root)))
+
+
 def test_update_metadata_rejects_unknown_partition_column(tmp_path: Path) -> None:
     txn = OptimisticTransaction(DeltaLog(str(tmp_path / "t")))
     with pytest.raises(InvalidArgumentError, match="not in the table schema"):
