@@ -105,7 +105,8 @@ def _clean(value: Any, key: str | None = None) -> Any:
         for k, v in value.items():
             if v is None or k.endswith("_parsed"):
                 continue
-            out[k] = _clean(v, k)
+            # Only containers need converting; skipping the call for scalars keeps big checkpoints fast.
+            out[k] = _clean(v, k) if isinstance(v, (dict, list)) else v
         if key in ("add", "remove") and "stats" not in out and isinstance(value.get("stats_parsed"), dict):
             stats = _stats_json(value["stats_parsed"])
             if stats:
