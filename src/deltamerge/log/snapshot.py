@@ -93,6 +93,10 @@ class Snapshot:
     def __repr__(self) -> str:
         return f"Snapshot(table_root={self.table_root!r}, version={self.version}, num_files={self.num_files})"
 
+    def __hash__(self) -> int:
+        # A table version identifies its state; the generated hash would choke on the mappings.
+        return hash((self.table_root, self.version))
+
 
 def _ict_enabled(metadata: Metadata | None) -> bool:
     if metadata is None:

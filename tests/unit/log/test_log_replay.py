@@ -112,6 +112,7 @@ def test_snapshot_is_immutable(table: RawTable) -> None:
         snap.version = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
         snap.app_versions["x"] = 1  # type: ignore[index]
+    assert {snap: 1}[table.log().snapshot()] == 1 and snap == table.log().snapshot()
 
 
 # --- corruption ----------------------------------------------------------------------------------
