@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from deltamerge.log.actions import AddFile
 from deltamerge.stats import (
+    DECIMAL_CONTEXT,
     FLOAT_TYPES,
     INTEGRAL_TYPES,
     FileStats,
@@ -206,7 +207,8 @@ def _cast_literal(v: _Val, to: exp.DataType, session_tz: str | None) -> _Val | N
         if v.kind != "num" or isinstance(v.value, float):
             return None
         try:
-            d = Decimal(v.value).quantize(Decimal(1).scaleb(-scale), rounding="ROUND_HALF_UP")
+            q = Decimal(1).scaleb(-scale)
+            d = Decimal(v.value).quantize(q, rounding="ROUND_HALF_UP", context=DECIMAL_CONTEXT)
         except InvalidOperation:
             return None
         return _Val("num", d) if len(d.as_tuple().digits) <= precision else None
@@ -253,7 +255,9 @@ def _literal(node: exp.Expr, session_tz: str | None) -> _Val | None:
         inner = _literal(node.this, session_tz)
         if inner is None or inner.kind != "num":
             return None
-        return inner if inner.value is None else _Val("num", -inner.value, inner.f32)
+        value = inner.value
+        negated = value.copy_negate() if isinstance(value, Decimal) else -value
+        return inner if value is None else _Val("num", negated, inner.f32)
     if isinstance(node, (exp.Cast, exp.TryCast)) and isinstance(node.to, exp.DataType):
         inner = _literal(node.this, session_tz)
         return None if inner is None else _cast_literal(inner, node.to, session_tz)

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -49,6 +49,8 @@ FLOAT_TYPES = frozenset({"float", "double"})
 #: Delta types that get min/max statistics (``decimal(p,s)`` is matched by prefix).
 MINMAX_TYPES = INTEGRAL_TYPES | FLOAT_TYPES | {"date", "timestamp", "timestamp_ntz", "string"}
 
+#: Exact arithmetic for decimal(38, s) values (the default context keeps only 28 digits).
+DECIMAL_CONTEXT = Context(prec=100)
 _EPOCH_DATE_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _UTC = dt.timezone.utc
 _US_PER_DAY = 86_400_000_000
@@ -353,12 +355,12 @@ def _typed_stat(s: Any, which: str, logical: Mapping[str, Any], delta_type: Any)
         if isinstance(value, Decimal):
             d = value
         elif isinstance(value, int) and kind == "Decimal":
-            d = Decimal(value).scaleb(-int(logical.get("scale", 0)))
+            d = Decimal(value).scaleb(-int(logical.get("scale", 0)), context=DECIMAL_CONTEXT)
         elif isinstance(value, int) and not isinstance(value, bool):
             d = Decimal(value)
         else:
             return None
-        q = d.quantize(Decimal(1).scaleb(-scale)) if d.is_finite() else None
+        q = d.quantize(Decimal(1).scaleb(-scale), context=DECIMAL_CONTEXT) if d.is_finite() else None
         return q if q is not None and q == d else None
     if delta_type == "date":
         return raw if kind == "Date" and isinstance(raw, int) else None
