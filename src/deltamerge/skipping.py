@@ -13,6 +13,7 @@ are used (which is all this evaluation uses anyway); NaN in float stats disables
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -175,8 +176,6 @@ def _to_type(v: _Val, t: str, session_tz: str | None) -> _Val | None:
 
 
 def _days_text(days: int) -> str:
-    import datetime as dt
-
     return (dt.date(1970, 1, 1) + dt.timedelta(days=days)).isoformat()
 
 
@@ -408,31 +407,17 @@ def _partition_value(text: str | None, t: Any, session_tz: str | None) -> _Val |
     if text is None or text == "":
         return _Val(kind, None)
     try:
-        if t in INTEGRAL_TYPES:
-            i = _parse_int_text(text)
-            return None if i is None else _Val("num", i)
-        if t in FLOAT_TYPES:
+        if t in FLOAT_TYPES:  # Spark's cast to string: "2021.0", "NaN", "Infinity"
             f = float(text)
             return _Val("num", _f32(f) if t == "float" else f)
         if decimal_scale(t) is not None:
             return _Val("num", Decimal(text.strip()))
-        if t == "boolean":
-            b = {"true": True, "false": False}.get(text.strip().lower())
-            return None if b is None else _Val("bool", b)
-        if t == "string":
-            return _Val("str", text)
-        if t == "date":
-            d = parse_date_days(text)
-            return None if d is None else _Val("date", d)
-        if t == "timestamp":
-            us = parse_timestamp_micros(text, session_tz)
-            return None if us is None else _Val("ts", us)
-        if t == "timestamp_ntz":
-            us = parse_timestamp_micros(text, ignore_offset=True)
-            return None if us is None else _Val("ntz", us)
-    except (ValueError, InvalidOperation, OverflowError):
+    except (ValueError, InvalidOperation):
         return None
-    return None
+    if t == "boolean":
+        b = {"true": True, "false": False}.get(text.strip().lower())
+        return None if b is None else _Val("bool", b)
+    return _to_type(_Val("str", text), t, session_tz)
 
 
 # --- compiling a predicate ------------------------------------------------------------------------

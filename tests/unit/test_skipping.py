@@ -601,3 +601,40 @@ def test_float_stats_written_without_max_keep_nan_rows(tmp_path: Any) -> None:
     # Spark orders NaN above every number, so the NaN row matches v > 5.
     assert file_filter(exp.GT(this=exp.column("v"), expression=exp.Literal.number(5)), schema, [])(add)
     assert not file_filter(sqlglot.parse_one("v < 0.5", read="spark"), schema, [])(add)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "sql", "keep"),
+    [
+        ("pf", "2021.0", "pf = 2021", True),
+        ("pf", "2021.0", "pf > 2021.5", False),
+        ("pf", "NaN", "pf > 1e300", True),  # NaN is above every number in Spark
+        ("pf", "NaN", "pf = CAST('NaN' AS DOUBLE)", True),
+        ("pdec", "1.10", "pdec = 1.1", True),
+        ("pdec", "1.10", "pdec = 1.2", False),
+        ("pb", "true", "pb", True),
+        ("pb", "false", "pb", False),
+        ("pb", "false", "NOT pb", True),
+        ("pb", None, "NOT pb", False),
+        ("pntz", "2013-07-05 17:01:00.123456", "pntz = TIMESTAMP_NTZ '2013-07-05 17:01:00.123456'", True),
+        ("pntz", "2013-07-05 17:01:00.123456", "pntz > TIMESTAMP_NTZ '2013-07-05 17:01:00.123456'", False),
+        ("pl", "9007199254740993", "pl = 9007199254740993", True),
+        ("pl", "9007199254740993", "pl = 9007199254740992", False),
+        ("pl", "not a number", "pl = 1", True),
+    ],
+)
+def test_partition_types(column: str, value: str | None, sql: str, keep: bool) -> None:
+    schema = _schema_of(
+        _f("pf", "double"),
+        _f("pdec", "decimal(5,2)"),
+        _f("pb", "boolean"),
+        _f("pntz", "timestamp_ntz"),
+        _f("pl", "long"),
+    )
+    f = _add({column: value}, None)
+    pred = sqlglot.parse_one(sql, read="spark")
+    assert file_filter(pred, schema, ["pf", "pdec", "pb", "pntz", "pl"])(f) is keep
+
+
+def _schema_of(*fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "struct", "fields": list(fields)}
