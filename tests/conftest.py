@@ -36,3 +36,9 @@ def spark():
 @pytest.fixture
 def table_path(tmp_path):
     return str(tmp_path / "table")
+
+
+import logging  # noqa: E402
+
+# PySpark logs every analysis error with its full JVM stack; expected-error tests would drown CI's output.
+logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)

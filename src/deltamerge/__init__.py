@@ -2,20 +2,57 @@
 
 No Delta jars: any PySpark 4.x session (classic or Spark Connect) can create, read, append to and
 MERGE into Delta tables that Delta Lake and delta-rs read and write too.
+
+The public names are loaded lazily, so ``deltamerge.log`` and ``deltamerge.txn`` (pure Python) can
+be imported without importing PySpark.
 """
 
-from deltamerge.catalog import register_table, unregister_table
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from deltamerge.errors import DeltaMergeError
-from deltamerge.io import read, write
-from deltamerge.table import DeltaTable
 
 __version__ = "0.1.0"
 
-__all__ = ["DeltaMergeError", "DeltaTable", "__version__", "read", "register_table", "sql", "unregister_table", "write"]
+__all__ = [
+    "DeltaMergeError",
+    "DeltaTable",
+    "__version__",
+    "read",
+    "read_changes",
+    "register_table",
+    "sql",
+    "unregister_table",
+    "write",
+]
+
+if TYPE_CHECKING:
+    from deltamerge.catalog import register_table, unregister_table
+    from deltamerge.io import read, write
+    from deltamerge.table import DeltaTable
+
+_LAZY = {
+    "DeltaTable": ("deltamerge.table", "DeltaTable"),
+    "read": ("deltamerge.io", "read"),
+    "write": ("deltamerge.io", "write"),
+    "register_table": ("deltamerge.catalog", "register_table"),
+    "unregister_table": ("deltamerge.catalog", "unregister_table"),
+    "read_changes": ("deltamerge.cdf_read", "read_changes"),
+}
 
 
-def sql(spark, text: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'deltamerge' has no attribute {name!r}")
+
+
+def sql(spark: Any, text: str) -> Any:
     """Run a SQL statement: MERGE INTO on Delta tables here, anything else through ``spark.sql``."""
-    from deltamerge.sql import run_sql
+    from deltamerge.sql_frontend import run_sql
 
     return run_sql(spark, text)

@@ -13,7 +13,7 @@ from deltamerge.log.actions import AddFile
 from deltamerge.merge.analysis import ResolvedMerge
 from deltamerge.merge.clauses import ClauseKind
 from deltamerge.predicates import conjunction, disjunction, to_sql
-from deltamerge.spark.session import case_sensitive, setting
+from deltamerge.spark.session import case_sensitive, session_time_zone, setting
 
 
 @dataclass(frozen=True)
@@ -77,18 +77,17 @@ def plan_merge(spark: SparkSession, rm: ResolvedMerge, snapshot, dv_enabled: boo
                 predicate = extra if predicate is None else conjunction([predicate, extra])  # type: ignore[list-item]
     files = snapshot.files
     may_match = None
-    if predicate is not None and setting(spark, SessionConf.STATS_SKIPPING):
+    candidates = tuple(files)
+    if predicate is not None:
         may_match = file_filter(
-            predicate, snapshot.metadata.schema, snapshot.metadata.partition_columns, case_sensitive=case_sensitive(spark)
+            predicate,
+            snapshot.metadata.schema,
+            snapshot.metadata.partition_columns,
+            case_sensitive=case_sensitive(spark),
+            session_tz=session_time_zone(spark),
         )
-        candidates = tuple(f for f in files if may_match(f))
-    elif predicate is not None:
-        may_match = file_filter(
-            predicate, snapshot.metadata.schema, snapshot.metadata.partition_columns, case_sensitive=case_sensitive(spark)
-        )
-        candidates = tuple(files)
-    else:
-        candidates = tuple(files)
+        if setting(spark, SessionConf.STATS_SKIPPING):
+            candidates = tuple(f for f in files if may_match(f))
     if insert_only:
         job2 = "leftAnti"
     elif dv_enabled:

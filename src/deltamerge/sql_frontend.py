@@ -1,0 +1,215 @@
+"""SQL entry point: ``MERGE INTO`` on Delta tables runs here; every other statement goes to Spark.
+
+The statement is parsed with SQLGlot (Spark dialect). Spark's MERGE grammar is enforced: all WHEN
+MATCHED clauses first, then WHEN NOT MATCHED [BY TARGET], then WHEN NOT MATCHED BY SOURCE; only the
+last clause of each kind may omit its condition (Spark's parser error classes). The target is
+``delta.`<path>``` or a name given with ``deltamerge.register_table``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from deltamerge import catalog
+from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
+from deltamerge.merge.builder import parse_key
+from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
+from deltamerge.predicates import DIALECT, column_parts, to_sql
+
+_EVOLUTION = re.compile(r"\bMERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO\b", re.IGNORECASE)
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+", re.IGNORECASE)
+_MERGE_WORD = re.compile(r"\bMERGE\b", re.IGNORECASE)
+MAX_SQL_LENGTH = 1_000_000
+
+_SPARK_NON_LAST = {
+    ClauseKind.MATCHED: (
+        "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
+        "When there are more than one MATCHED clauses in a MERGE statement, only the last MATCHED clause can omit "
+        "the condition.",
+    ),
+    ClauseKind.NOT_MATCHED: (
+        "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION",
+        "When there are more than one NOT MATCHED [BY TARGET] clauses in a MERGE statement, only the last "
+        "NOT MATCHED [BY TARGET] clause can omit the condition.",
+    ),
+    ClauseKind.NOT_MATCHED_BY_SOURCE: (
+        "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION",
+        "When there are more than one NOT MATCHED BY SOURCE clauses in a MERGE statement, only the last "
+        "NOT MATCHED BY SOURCE clause can omit the condition.",
+    ),
+}
+_ORDER = {ClauseKind.MATCHED: 0, ClauseKind.NOT_MATCHED: 1, ClauseKind.NOT_MATCHED_BY_SOURCE: 2}
+
+
+def _clause(when: exp.When) -> MergeClause:
+    matched = bool(when.args.get("matched"))
+    by_source = bool(when.args.get("source"))
+    kind = (
+        ClauseKind.MATCHED
+        if matched
+        else (ClauseKind.NOT_MATCHED_BY_SOURCE if by_source else ClauseKind.NOT_MATCHED)
+    )
+    condition = when.args.get("condition")
+    then = when.args.get("then")
+    if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
+        if kind is ClauseKind.NOT_MATCHED:
+            raise ParseError(
+                "WHEN NOT MATCHED clauses can only INSERT. Use INSERT * or INSERT (...) VALUES (...)."
+            )
+        return MergeClause(kind, ActionType.DELETE, condition, ())
+    if isinstance(then, exp.Update):
+        if kind is ClauseKind.NOT_MATCHED:
+            raise ParseError("WHEN NOT MATCHED clauses can only INSERT.")
+        items = then.expressions
+        if len(items) == 1 and isinstance(items[0], exp.Star):
+            if kind is ClauseKind.NOT_MATCHED_BY_SOURCE:
+                raise ParseError("UPDATE SET * is not allowed in WHEN NOT MATCHED BY SOURCE clauses.")
+            return MergeClause(kind, ActionType.UPDATE, condition, None)
+        assigns = []
+        for item in items:
+            if not isinstance(item, exp.EQ):
+                raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
+            key = item.this
+            parts = (
+                tuple(column_parts(key)) if isinstance(key, (exp.Column, exp.Dot)) else parse_key(to_sql(key))
+            )
+            assigns.append(Assignment(parts, item.expression))
+        return MergeClause(kind, ActionType.UPDATE, condition, tuple(assigns))
+    if isinstance(then, exp.Insert):
+        if kind is not ClauseKind.NOT_MATCHED:
+            raise ParseError("INSERT is only allowed in WHEN NOT MATCHED [BY TARGET] clauses.")
+        if isinstance(then.this, exp.Star):
+            return MergeClause(kind, ActionType.INSERT, condition, None)
+        cols = then.this.expressions if isinstance(then.this, exp.Tuple) else [then.this]
+        vals_node = then.expression
+        vals = vals_node.expressions if isinstance(vals_node, exp.Tuple) else [vals_node]
+        if len(cols) != len(vals):
+            raise AnalysisError(
+                f"INSERT has {len(cols)} column(s) but {len(vals)} value(s); list one value per column.",
+                error_class="DELTA_INSERT_COLUMN_ARITY_MISMATCH",
+            )
+        assigns = [
+            Assignment(tuple(column_parts(c)) if isinstance(c, (exp.Column, exp.Dot)) else (c.name,), v)
+            for c, v in zip(cols, vals)
+        ]
+        return MergeClause(kind, ActionType.INSERT, condition, tuple(assigns))
+    raise ParseError(f"Unsupported MERGE action: {to_sql(then) if then is not None else 'none'}.")
+
+
+def _check_sql_grammar(clauses: list[MergeClause]) -> None:
+    if not clauses:
+        raise ParseError(
+            "There must be at least one WHEN clause in a MERGE statement.", error_class="PARSE_SYNTAX_ERROR"
+        )
+    last = 0
+    for c in clauses:
+        if _ORDER[c.kind] < last:
+            raise ParseError(
+                "Syntax error in MERGE: WHEN MATCHED clauses must come first, then WHEN NOT MATCHED [BY TARGET], "
+                "then WHEN NOT MATCHED BY SOURCE."
+            )
+        last = _ORDER[c.kind]
+    for kind, (error_class, message) in _SPARK_NON_LAST.items():
+        of_kind = [c for c in clauses if c.kind is kind]
+        if any(c.condition is None for c in of_kind[:-1]):
+            raise ParseError(message, error_class=error_class)
+
+
+def _target(table: exp.Table) -> tuple[str, str | None, str | None]:
+    """(path, alias, name) of the MERGE target."""
+    alias = table.alias or None
+    if (
+        table.args.get("db") is not None
+        and table.args["db"].name.lower() == "delta"
+        and table.args.get("catalog") is None
+    ):
+        return table.name, alias, None
+    name = ".".join(p.name for p in table.parts)
+    path = catalog.path_for_name(name) or catalog.path_for_name(table.name)
+    if path is None:
+        raise TableNotFoundError(
+            f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or register "
+            "it with deltamerge.register_table(spark, name, path).",
+            error_class="TABLE_OR_VIEW_NOT_FOUND",
+        )
+    return path, alias or table.name, name
+
+
+def _refresh_names(spark: SparkSession, statement: exp.Expression) -> None:
+    for t in statement.find_all(exp.Table):
+        if catalog.path_for_name(t.name) is not None:
+            catalog.refresh_view(spark, t.name)
+
+
+def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | None]:
+    using = merge.args["using"]
+    with_ = merge.args.get("with_") or merge.args.get("with")
+    prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
+    alias = using.alias or None
+    if isinstance(using, exp.Table):
+        db = using.args.get("db")
+        if db is not None and db.name.lower() == "delta":
+            from deltamerge.io import read
+
+            return read(spark, using.name), alias
+        bare = using.copy()
+        bare.set("alias", None)
+        if prefix:
+            return spark.sql(f"{prefix}SELECT * FROM {bare.sql(dialect=DIALECT)}"), alias or using.name
+        return spark.table(bare.sql(dialect=DIALECT)), alias or using.name
+    query = using.this if isinstance(using, exp.Subquery) else using
+    return spark.sql(prefix + query.sql(dialect=DIALECT)), alias
+
+
+def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
+    """(target path, spec) for a MERGE statement; None when ``text`` is not a MERGE."""
+    if len(text) > MAX_SQL_LENGTH:
+        raise ParseError(f"SQL text of {len(text)} characters is longer than the {MAX_SQL_LENGTH} allowed.")
+    if not _MERGE_WORD.search(text):
+        return None
+    evolve = bool(_EVOLUTION.search(text))
+    cleaned = _EVOLUTION.sub("MERGE INTO", text)
+    try:
+        statement = sqlglot.parse_one(cleaned, read=DIALECT)
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
+        if re.match(r"^\s*(WITH\b.*)?\bMERGE\b", cleaned, re.IGNORECASE | re.DOTALL):
+            raise ParseError(f"Syntax error in MERGE statement: {e}")
+        return None
+    if not isinstance(statement, exp.Merge):
+        return None
+    clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
+    _check_sql_grammar(clauses)
+    path, target_alias, _name = _target(statement.this)
+    _refresh_names(spark, statement)
+    source, source_alias = _source(spark, statement)
+    spec = MergeSpec(
+        source=source,
+        condition=statement.args["on"],
+        clauses=tuple(clauses),
+        target_alias=target_alias,
+        source_alias=source_alias,
+        schema_evolution=evolve,
+    )
+    return path, spec
+
+
+def run_sql(spark: SparkSession, text: str) -> DataFrame:
+    """Run one statement: deltamerge handles MERGE (and EXPLAIN MERGE); Spark runs everything else."""
+    explain = bool(_EXPLAIN.match(text))
+    body = _EXPLAIN.sub("", text, count=1) if explain else text
+    parsed = parse_merge(spark, body)
+    if parsed is None:
+        return spark.sql(text)
+    path, spec = parsed
+    from deltamerge.merge.command import explain_merge, run_merge
+
+    if explain:
+        plan = explain_merge(spark, path, spec)
+        return spark.createDataFrame([(plan,)], "plan string")
+    result = run_merge(spark, path, spec)
+    catalog.refresh_views(spark, path)
+    return result
