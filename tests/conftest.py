@@ -20,6 +20,7 @@ def spark():
         SparkSession.builder.master("local[2]")
         .appName("deltamerge-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
