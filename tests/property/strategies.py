@@ -267,15 +267,21 @@ def clause_lists(
     draw: st.DrawFn,
     kinds: tuple[str, ...] = (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE),
     max_per_kind: int = 3,
+    interleave: bool = False,
 ) -> tuple[Clause, ...]:
-    """0..max_per_kind clauses of each kind in ``kinds`` (at least one clause in total), grouped
-    by kind; only the last clause of a kind may lack a condition."""
+    """0..max_per_kind clauses of each kind in ``kinds`` (at least one clause in total); only the
+    last clause of a kind may lack a condition.  Grouped by kind, unless ``interleave``: then
+    kinds are mixed at random, order within each kind kept (legal for the builder APIs)."""
     counts = [draw(st.integers(0, max_per_kind)) for _ in kinds]
     if not any(counts):
         counts[draw(st.integers(0, len(kinds) - 1))] = 1
     out: list[Clause] = []
     for kind, n in zip(kinds, counts, strict=True):
         out += [draw(clause(kind, needs_condition=i < n - 1)) for i in range(n)]
+    if interleave:
+        queues = {k: [c for c in out if c.kind == k] for k in kinds}
+        order = draw(st.permutations([c.kind for c in out]))
+        out = [queues[k].pop(0) for k in order]
     return tuple(out)
 
 
@@ -292,10 +298,12 @@ def merge_cases(
     kinds: tuple[str, ...] = (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE),
     max_per_kind: int = 3,
     with_file_ids: bool = False,
+    interleave: bool = False,
 ) -> MergeCase:
     """A random :class:`oracle.MergeCase`.  In about half of the cases the source keys are made
     unique so that not too many cases end in the multiple-match error.  ``with_file_ids``
-    spreads the target rows over up to 3 files (only the oracle's metrics model uses that)."""
+    spreads the target rows over up to 3 files (only the oracle's metrics model uses that);
+    ``interleave`` mixes the clause kinds (builder-API order; SQL rendering regroups them)."""
     target = draw(rows(max_target_rows))
     source = draw(rows(max_source_rows))
     if draw(_bools):
@@ -309,6 +317,6 @@ def merge_cases(
         target_rows=tuple(target),
         source_rows=tuple(source),
         on=draw(on_conditions()),
-        clauses=draw(clause_lists(kinds, max_per_kind)),
+        clauses=draw(clause_lists(kinds, max_per_kind, interleave)),
         target_file_ids=file_ids,
     )
