@@ -217,6 +217,11 @@ _ERROR_PATTERNS = (
     ("matched a target row with multiple source rows", MULTIPLE_MATCH),
     # DuckDB: "MERGE INTO command cannot affect the same target row more than once. ..."
     ("cannot affect the same target row more than once", MULTIPLE_MATCH),
+    # grammar errors (Delta API and Spark parser texts; most specific first)
+    ("only the last NOT MATCHED BY SOURCE clause can omit", oracle.NON_LAST_OMIT[NOT_MATCHED_BY_SOURCE]),
+    ("only the last NOT MATCHED", oracle.NON_LAST_OMIT[NOT_MATCHED]),
+    ("only the last MATCHED clause can omit", oracle.NON_LAST_OMIT[MATCHED]),
+    ("must be at least one WHEN clause", oracle.MISSING_WHEN),
 )
 
 

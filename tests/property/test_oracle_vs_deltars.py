@@ -327,6 +327,30 @@ def test_multiple_match_rule_corners():
         assert oracle.run_case(kv_case(tgt, src, upd), multiple_match=mode).error == MULTIPLE_MATCH
 
 
+def test_grammar_errors_and_error_normalisation():
+    tgt, src = [(1, 1)], [(1, 2)]
+    assert oracle.run_case(kv_case(tgt, src, [])).error == oracle.MISSING_WHEN
+    bad = [nmbs_delete(), nmbs_update({"value": lit(1)}, lit(True)), nmbs_delete()]
+    err = oracle.run_case(kv_case(tgt, src, bad)).error
+    assert err == "DELTA_NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION"
+    nmbs_msg = (
+        "[NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION] When there are more than one NOT "
+        "MATCHED BY SOURCE clauses in a MERGE statement, only the last NOT MATCHED BY SOURCE clause "
+        "can omit the condition."
+    )
+    assert harness.normalize_error(nmbs_msg) == err
+    nm_msg = "... only the last NOT MATCHED [BY TARGET] clause can omit the condition."
+    assert harness.normalize_error(nm_msg) == "DELTA_NON_LAST_NOT_MATCHED_CLAUSE_OMIT_CONDITION"
+    m_msg = "only the last MATCHED clause can omit the condition."
+    assert harness.normalize_error(m_msg) == "DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION"
+    mm_msg = (
+        "[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] Cannot perform Merge as multiple "
+        "source rows matched and attempted to modify the same\ntarget row in the Delta table"
+    )
+    assert harness.normalize_error(mm_msg) == MULTIPLE_MATCH
+    assert harness.normalize_error("something else") == "OTHER"
+
+
 def test_layout_dependent_multiple_match():
     # matched-only merge whose only clause has a target-only conjunct that the doubly matched
     # row fails: Delta's data skipping may prune its file before the check.
