@@ -2,21 +2,26 @@
 
 The directory layout is never trusted for partition values (delta-rs and Delta escape directory
 names differently); they come from ``add.partitionValues`` and are attached by a broadcast join on
-the file path Spark reports in ``_metadata.file_path``.
+the file path Spark reports in ``_metadata.file_path``. Files with deletion vectors are scanned
+separately and filtered on ``_metadata.row_index`` (see "deletion vectors" below).
 """
 
 from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap64
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from deltamerge.deletion_vectors import read_dv
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.types import data_schema, to_spark_schema
 
@@ -33,9 +38,7 @@ def _java_uri_quote(path: str) -> str:
     # characters; everything else is percent-encoded as UTF-8.
     out = []
     for ch in path:
-        if ch in _URI_KEEP:
-            out.append(ch)
-        elif ord(ch) > 127 and not (unicodedata.category(ch) in ("Zs", "Zl", "Zp", "Cc")):
+        if ch in _URI_KEEP or (ord(ch) > 127 and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cc")):
             out.append(ch)
         else:
             out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
@@ -89,7 +92,11 @@ def file_index(table_root: str, files: Sequence[AddFile]) -> FileIndex:
 
 
 def _partition_lookup(
-    spark: SparkSession, table_root: str, files: Sequence[AddFile], schema: StructType, partition_columns: Sequence[str]
+    spark: SparkSession,
+    table_root: str,
+    files: Sequence[AddFile],
+    schema: StructType,
+    partition_columns: Sequence[str],
 ) -> DataFrame:
     fields = [StructField(FILE_COL, StringType(), False)]
     fields += [StructField(f"__dm_pv_{i}", StringType(), True) for i in range(len(partition_columns))]
@@ -97,7 +104,8 @@ def _partition_lookup(
     for f in files:
         pv = {k.lower(): v for k, v in f.partition_values.items()}
         values = [pv.get(c.lower()) for c in partition_columns]
-        rows.append((spark_file_uri(absolute_file_path(table_root, f.path)), *[None if v == "" else v for v in values]))
+        uri = spark_file_uri(absolute_file_path(table_root, f.path))
+        rows.append((uri, *[None if v == "" else v for v in values]))
     return spark.createDataFrame(rows, StructType(fields))
 
 
@@ -111,27 +119,17 @@ def partition_value_column(raw: Column, dtype_name: str, dtype) -> Column:  # ty
     return raw.cast(dtype)
 
 
-def scan(
+def _scan_group(
     spark: SparkSession,
     table_root: str,
-    schema_json: dict,
+    schema: StructType,
+    stored: StructType,
     partition_columns: Sequence[str],
     files: Sequence[AddFile],
-    *,
-    with_file: bool = False,
-    with_row_index: bool = False,
+    with_file: bool,
+    with_row_index: bool,
 ) -> DataFrame:
-    """A DataFrame over ``files`` with the table schema (plus file path / row index when asked)."""
-    schema = to_spark_schema(schema_json)
-    stored = data_schema(schema, tuple(partition_columns))
-    extra: list[StructField] = []
-    if with_file:
-        extra.append(StructField(FILE_COL, StringType(), False))
-    if with_row_index:
-        extra.append(StructField(ROW_INDEX_COL, LongType(), False))
-    if not files:
-        return spark.createDataFrame([], StructType(list(schema.fields) + extra))
-
+    """One native Parquet scan of ``files`` (no deletion vectors applied)."""
     paths = [_glob_escape(absolute_file_path(table_root, f.path)) for f in files]
     reader = spark.read.schema(stored)
     df = reader.parquet(*paths)
@@ -158,3 +156,194 @@ def scan(
     if with_row_index:
         out.append(F.col(ROW_INDEX_COL))
     return df.select(*out)
+
+
+# --- deletion vectors ------------------------------------------------------------------------------
+#
+# Delta's own reader filters DV rows inside the Parquet reader with a broadcast bitmap per file. Without
+# a JVM plugin or Python UDFs we express the same filter in Spark SQL over ``_metadata.row_index``:
+#
+# * Few deleted positions (the common case: a MERGE or DELETE touching a handful of rows per file):
+#   a predicate ``NOT (file = f AND (row_index IN (...) OR row_index BETWEEN a AND b ...))``. It needs no
+#   join and no extra stage; Spark turns long IN lists into a hash set (InSet), and the file equality
+#   short-circuits for rows of other files. Plan size and per-row cost grow with the number of files
+#   and runs, hence the thresholds below.
+# * Otherwise: the bitmaps become runs of consecutive positions (run-length encoding keeps the driver ->
+#   Spark payload at O(runs), whatever the cardinality), shipped as one small Arrow-backed DataFrame
+#   ``(file, start, end)``. Spark expands the runs with ``explode(sequence(start, end))`` on the executors
+#   and the scan is ``left_anti``-joined on (file, row_index): an equi hash join whose build side holds
+#   one row per deleted position, at most the DV files' row count. Broadcast while that side is small,
+#   shuffled hash join beyond (a broadcast of millions of positions would hurt more than a shuffle).
+#
+# Files without DVs are scanned separately and unioned, so they pay for neither.
+
+#: Largest number of DV files / multi-row runs / single positions handled with a predicate.
+PREDICATE_MAX_FILES = 16
+PREDICATE_MAX_RANGES = 64
+PREDICATE_MAX_SINGLES = 4096
+#: Largest number of deleted positions broadcast for the anti-join; beyond it the join shuffles.
+BROADCAST_MAX_POSITIONS = 2_000_000
+#: Runs are split into chunks of at most this many positions (bounds each generated array).
+_RUN_CHUNK = 1 << 16
+
+
+def _runs(bitmap: BitMap64) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusive ``(starts, ends)`` of the runs of consecutive positions of ``bitmap``."""
+    arr = np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
+    if arr.size == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    breaks = np.flatnonzero(np.diff(arr) != 1)
+    starts = arr[np.concatenate(([0], breaks + 1))]
+    ends = arr[np.concatenate((breaks, [arr.size - 1]))]
+    return starts, ends
+
+
+def _position_predicate(
+    runs: dict[str, tuple[np.ndarray, np.ndarray]], file_col: str, row_col: str
+) -> Column:
+    row = F.col(row_col)
+    per_file: list[Column] = []
+    for uri, (starts, ends) in runs.items():
+        single = starts == ends
+        terms: list[Column] = []
+        if single.any():
+            terms.append(row.isin([int(v) for v in starts[single]]))
+        for a, b in zip(starts[~single].tolist(), ends[~single].tolist(), strict=True):
+            terms.append(row.between(int(a), int(b)))
+        any_term = terms[0]
+        for t in terms[1:]:
+            any_term = any_term | t
+        per_file.append((F.col(file_col) == F.lit(uri)) & any_term)
+    cond = per_file[0]
+    for c in per_file[1:]:
+        cond = cond | c
+    return cond
+
+
+def _positions_frame(
+    spark: SparkSession, runs: dict[str, tuple[np.ndarray, np.ndarray]], file_col: str, row_col: str
+) -> DataFrame:
+    files: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    for i, (s, e) in enumerate(runs.values()):
+        # Split long runs so that no generated array exceeds _RUN_CHUNK positions.
+        n = (e - s) // _RUN_CHUNK + 1
+        offs = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+        cs = np.repeat(s, n) + offs * _RUN_CHUNK
+        ce = np.minimum(cs + _RUN_CHUNK - 1, np.repeat(e, n))
+        files.append(np.full(cs.size, i, dtype=np.int32))
+        starts.append(cs)
+        ends.append(ce)
+    names = list(runs)
+    file_idx = pa.array(np.concatenate(files))
+    table = pa.table(
+        {
+            file_col: pa.DictionaryArray.from_arrays(file_idx, pa.array(names, pa.string())).cast(
+                pa.string()
+            ),
+            "__dm_start": pa.array(np.concatenate(starts), pa.int64()),
+            "__dm_end": pa.array(np.concatenate(ends), pa.int64()),
+        }
+    )
+    schema = StructType(
+        [
+            StructField(file_col, StringType(), False),
+            StructField("__dm_start", LongType(), False),
+            StructField("__dm_end", LongType(), False),
+        ]
+    )
+    ranges = spark.createDataFrame(table, schema)  # type: ignore[call-overload]
+    return ranges.select(F.col(file_col), F.explode(F.sequence("__dm_start", "__dm_end")).alias(row_col))
+
+
+def filter_row_positions(
+    df: DataFrame,
+    positions: Mapping[str, BitMap64],
+    *,
+    keep: bool,
+    file_col: str = FILE_COL,
+    row_col: str = ROW_INDEX_COL,
+) -> DataFrame:
+    """Drop (``keep=False``) or keep only (``keep=True``) the rows at the given physical positions.
+
+    ``positions`` maps a Spark file URI (as in ``file_col``) to row indexes of that file (``row_col``).
+    With ``keep=False`` rows of files not in ``positions`` pass; with ``keep=True`` they are dropped.
+    The choice between a predicate and a join is explained above.
+    """
+    runs = {uri: _runs(bm) for uri, bm in positions.items() if len(bm)}
+    if not runs:
+        return df if not keep else df.limit(0)
+    n_ranges = sum(int((s != e).sum()) for s, e in runs.values())
+    n_singles = sum(int((s == e).sum()) for s, e in runs.values())
+    small = n_ranges <= PREDICATE_MAX_RANGES and n_singles <= PREDICATE_MAX_SINGLES
+    if len(runs) <= PREDICATE_MAX_FILES and small:
+        cond = _position_predicate(runs, file_col, row_col)
+        return df.filter(cond if keep else ~cond)
+    spark = df.sparkSession
+    deleted = _positions_frame(spark, runs, file_col, row_col)
+    total = sum(len(bm) for bm in positions.values())
+    deleted = F.broadcast(deleted) if total <= BROADCAST_MAX_POSITIONS else deleted.hint("shuffle_hash")
+    return df.join(deleted, on=[file_col, row_col], how="left_semi" if keep else "left_anti")
+
+
+def _deletion_masks(table_root: str, files: Sequence[AddFile]) -> dict[str, BitMap64]:
+    """Spark file URI -> deleted row indexes, for the files whose DV deletes at least one row."""
+    masks: dict[str, BitMap64] = {}
+    for f in files:
+        if f.deletion_vector is not None and f.deletion_vector.cardinality != 0:
+            bm = read_dv(table_root, f.deletion_vector)
+            if len(bm):
+                masks[spark_file_uri(absolute_file_path(table_root, f.path))] = bm
+    return masks
+
+
+def scan(
+    spark: SparkSession,
+    table_root: str,
+    schema_json: dict,
+    partition_columns: Sequence[str],
+    files: Sequence[AddFile],
+    *,
+    with_file: bool = False,
+    with_row_index: bool = False,
+    apply_deletion_vectors: bool = True,
+) -> DataFrame:
+    """A DataFrame over ``files`` with the table schema (plus file path / row index when asked).
+
+    Rows deleted by a file's deletion vector are left out unless ``apply_deletion_vectors=False``
+    (physical rows, e.g. for a MERGE that computes new DVs). ``with_row_index`` is always the physical
+    Parquet row position.
+    """
+    schema = to_spark_schema(schema_json)
+    stored = data_schema(schema, tuple(partition_columns))
+    extra: list[StructField] = []
+    if with_file:
+        extra.append(StructField(FILE_COL, StringType(), False))
+    if with_row_index:
+        extra.append(StructField(ROW_INDEX_COL, LongType(), False))
+    if not files:
+        return spark.createDataFrame([], StructType(list(schema.fields) + extra))
+
+    masks = _deletion_masks(table_root, files) if apply_deletion_vectors else {}
+    if not masks:
+        return _scan_group(
+            spark, table_root, schema, stored, partition_columns, files, with_file, with_row_index
+        )
+    masked_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) in masks]
+    plain_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) not in masks]
+    masked = _scan_group(spark, table_root, schema, stored, partition_columns, masked_files, True, True)
+    masked = filter_row_positions(masked, masks, keep=False)
+    out = [F.col(f"`{f.name}`") for f in schema.fields]
+    if with_file:
+        out.append(F.col(FILE_COL))
+    if with_row_index:
+        out.append(F.col(ROW_INDEX_COL))
+    masked = masked.select(*out)
+    if not plain_files:
+        return masked
+    plain = _scan_group(
+        spark, table_root, schema, stored, partition_columns, plain_files, with_file, with_row_index
+    )
+    return plain.union(masked)
