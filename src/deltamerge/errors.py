@@ -186,3 +186,13 @@ class AppendOnlyTableError(UnsupportedOperationError):
 
     error_class = "DELTA_CANNOT_MODIFY_APPEND_ONLY"
     sql_state = "42809"
+
+
+# --- change data feed -----------------------------------------------------------------------------
+
+
+class ChangeDataNotRecordedError(InvalidArgumentError):
+    """A change data feed read covers a version written without ``delta.enableChangeDataFeed``."""
+
+    error_class = "DELTA_MISSING_CHANGE_DATA"
+    sql_state = "KD002"
