@@ -42,4 +42,5 @@ def table_path(tmp_path):
 import logging  # noqa: E402
 
 # PySpark logs every analysis error with its full JVM stack; expected-error tests would drown CI's output.
-logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+    logging.getLogger(_name).setLevel(logging.CRITICAL)

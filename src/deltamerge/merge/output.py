@@ -60,7 +60,8 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool) -> list[Column]:
     n_target = len(rm.target_schema.fields)
     action = F.col(ACTION)
     cols: list[Column] = []
-    writers = [c for c in rm.clauses if c.outputs is not None]
+    # Without a target side only INSERT clauses can apply (UPDATE outputs refer to target columns).
+    writers = [c for c in rm.clauses if c.outputs is not None and (has_target or c.kind is ClauseKind.NOT_MATCHED)]
     for j, field in enumerate(schema.fields):
         if has_target and j < n_target:
             keep = F.col(tcol(j))
