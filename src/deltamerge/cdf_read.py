@@ -298,7 +298,18 @@ def _scan_batch(
         positions = {uri: p.positions for uri, p in items if p.positions is not None}
         df = filter_row_positions(df, positions, keep=True)
         change_type = F.col(_LK_TYPE)
-    df = df.join(F.broadcast(_lookup(spark, items)), on=FILE_COL, how="inner")
+    keys = {(p.change_type, p.version, p.timestamp_ms) for _, p in items}
+    if len(keys) == 1:
+        # One version (and type) in this scan: literals instead of a lookup join.
+        ((ctype, version, ts),) = keys
+        df = df.select(
+            "*",
+            F.lit(ctype).cast("string").alias(_LK_TYPE),
+            F.lit(version).cast("long").alias(_LK_VERSION),
+            F.lit(ts).cast("long").alias(_LK_TS),
+        )
+    else:
+        df = df.join(F.broadcast(_lookup(spark, items)), on=FILE_COL, how="inner")
     return df.select(
         *[F.col(f"`{n}`") for n in names],
         change_type.alias(CDC_TYPE),
@@ -332,8 +343,6 @@ def read_changes(
     not enabled at the starting version or was disabled within the range, and
     ``VersionNotFoundError`` when the start is after the latest version.
     """
-    from deltamerge.io import _abs
-
     if starting_version is None and starting_timestamp is None:
         raise InvalidArgumentError(
             "No startingVersion or startingTimestamp provided for CDC read.",
@@ -351,8 +360,8 @@ def read_changes(
             "ending_timestamp or ending_version.",
             error_class="DELTA_MULTIPLE_CDC_BOUNDARY",
         )
-    root = _abs(path)
-    log = DeltaLog.for_table(root)
+    log = DeltaLog.for_table(path)  # normalizes file: URIs and relative paths
+    root = log.table_root
     if not log.exists():
         raise TableNotFoundError(
             f"`{root}` is not a Delta table. Create it with deltamerge.write(...) first."
