@@ -36,15 +36,7 @@ ROW_METRICS = (
 
 # Cases whose feature lands with a later issue: (case id, variant) -> reason. strict: a case that
 # starts passing must be taken off this list.
-_CDF = "Change Data Feed output lands with the DV/CDF issue"
 PENDING: dict[tuple[str, str], str] = {
-    ("C14", "main"): _CDF,
-    ("C15", "main"): _CDF,
-    ("C16", "main"): _CDF,
-    ("C17", "main"): _CDF,
-    ("C61", "main"): _CDF,
-    ("C62", "main"): _CDF,
-    ("C59", "main"): "deletion-vector writes land with the DV/CDF issue",
     ("C29", "main"): "nested struct evolution lands with the schema-evolution issue",
     ("C30", "main"): "nested struct evolution lands with the schema-evolution issue",
     ("C34", "main"): "type widening lands with the schema-evolution issue",

@@ -18,21 +18,25 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
-from deltamerge.log.actions import AddFile
+from deltamerge.log.actions import Action, AddCDCFile, AddFile
 from deltamerge.merge.analysis import tcol
 from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
 from deltamerge.merge.output import (
     ACTION,
+    COPY,
+    DROP,
     SOURCE_PRESENT,
     TARGET_PRESENT,
+    action_column,
     counter_columns,
-    project_output,
+    output_columns,
     sql_col,
     written_rows,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
 from deltamerge.spark.session import job_phase
+from deltamerge.spark.write import now_ms
 
 _USAGE = "https://docs.delta.io/latest/delta-update.html#upsert-into-a-table-using-merge"
 
@@ -43,6 +47,7 @@ class TouchedFiles:
 
     files: list[AddFile]
     over_count: int  # duplicate matches of an allowed unconditional DELETE, subtracted later
+    modified_rows: dict[str, list[int]] | None = None  # DV mode: add.path -> row indexes updated/deleted
 
 
 def single_unconditional_delete(ctx: MergeContext) -> bool:
@@ -84,14 +89,21 @@ def _target_columns_in(ctx: MergeContext) -> set[int]:
     return {i for i in range(len(ctx.rm.target_schema.fields)) if tcol(i) in names}
 
 
-def find_touched_files(ctx: MergeContext, candidates: Sequence[AddFile]) -> TouchedFiles:
-    """Job 1: the candidate files some source row matches, plus the multiple-match check."""
+def find_touched_files(
+    ctx: MergeContext, candidates: Sequence[AddFile], *, collect_modified_rows: bool = False
+) -> TouchedFiles:
+    """Job 1: the candidate files some source row matches, plus the multiple-match check.
+
+    With ``collect_modified_rows`` (deletion-vector mode) it also returns, per touched file, the
+    row indexes that an UPDATE or DELETE clause changes: the new deletion vectors, computed in the
+    same job (aggregated on the executors; only row positions reach the driver).
+    """
     rm = ctx.rm
     has_nmbs = bool(rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE))
     start = time.monotonic()
     source, source_rows = observed_count(ctx.source, "numSourceRows")
     source = source.withColumn(SOURCE_PRESENT, F.lit(True))
-    target = ctx.target(candidates, with_file=True, with_row_index=True)
+    target = ctx.target(candidates, with_file=True, with_row_index=True).withColumn(TARGET_PRESENT, F.lit(True))
     joined = source.join(target, on=ctx.condition(), how="right" if has_nmbs else "inner")
 
     if rm.is_matched_only:
@@ -102,14 +114,21 @@ def find_touched_files(ctx: MergeContext, candidates: Sequence[AddFile]) -> Touc
         touch = F.col(SOURCE_PRESENT).isNotNull() & F.coalesce(touch, F.lit(False))
     else:
         touch = F.lit(True)
-    per_row = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(
-        F.count(SOURCE_PRESENT).alias("n"), F.max(touch.cast("int")).alias("touch")
-    )
-    per_file = per_row.groupBy(FILE_COL).agg(
+    row_aggs = [F.count(SOURCE_PRESENT).alias("n"), F.max(touch.cast("int")).alias("touch")]
+    if collect_modified_rows:
+        changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
+        action = action_column(rm, has_source=True, has_target=True)
+        modified = action.isin(changing) if changing else F.lit(False)
+        row_aggs.append(F.max(modified.cast("int")).alias("modified"))
+    per_row = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(*row_aggs)
+    file_aggs = [
         F.max("n").alias("max_n"),
         F.sum(F.when(F.col("n") > 1, F.col("n") - 1).otherwise(0)).alias("over"),
         F.max("touch").alias("touched"),
-    )
+    ]
+    if collect_modified_rows:
+        file_aggs.append(F.collect_list(F.when(F.col("modified") == 1, F.col(ROW_INDEX_COL))).alias("rows"))
+    per_file = per_row.groupBy(FILE_COL).agg(*file_aggs)
     with job_phase(ctx.spark, "MERGE operation - scanning files for matches"):
         rows = per_file.collect()  # one row per candidate file: metadata, not table data
     ctx.metrics.numSourceRows = source_rows()
@@ -121,62 +140,98 @@ def find_touched_files(ctx: MergeContext, candidates: Sequence[AddFile]) -> Touc
 
     index = file_index(ctx.table_root, candidates)
     touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]
+    modified_rows = None
+    if collect_modified_rows:
+        modified_rows = {}
+        for r in rows:
+            if int(r["touched"] or 0) > 0 and r["rows"]:
+                modified_rows[index.lookup(r[FILE_COL]).path] = list(r["rows"])
     ctx.metrics.scanTimeMs += timed_ms(start)
-    return TouchedFiles(touched, over)
+    return TouchedFiles(touched, over, modified_rows)
 
 
-def write_all_changes(ctx: MergeContext, touched: TouchedFiles) -> list[AddFile]:
-    """Job 2 (copy-on-write): rewrite the touched files with updates, deletes and inserts applied."""
+def write_all_changes(ctx: MergeContext, touched: TouchedFiles, *, join_type: str) -> tuple[list[AddFile], list[AddCDCFile]]:
+    """Job 2: join the source with the touched files and write the result.
+
+    ``join_type`` follows the table of delta_merge_spec.md §1.5 step 7. In copy-on-write mode every
+    row of the touched files is written (copied rows included); in deletion-vector mode
+    (``touched.modified_rows`` set) only updated and inserted rows are, the rest stays in the old
+    files behind their new deletion vectors.
+    """
     rm = ctx.rm
     m = ctx.metrics
     start = time.monotonic()
-    from deltamerge.config import SessionConf
-    from deltamerge.spark.session import setting
-
-    matched_only_optimized = rm.is_matched_only and setting(ctx.spark, SessionConf.OPTIMIZE_MATCHED_ONLY)
-    how = "right" if matched_only_optimized else "full"
+    dv_mode = touched.modified_rows is not None
+    dedupe = ctx.cdf_enabled and touched.over_count > 0
     source, source_rows = observed_count(ctx.source, "numSourceRowsInSecondScan")
     source = source.withColumn(SOURCE_PRESENT, F.lit(True))
-    target = ctx.target(touched.files).withColumn(TARGET_PRESENT, F.lit(True))
-    joined = source.join(target, on=ctx.condition(), how=how)
-    projected = project_output(joined, rm, has_source=True, has_target=True)
-    projected, get_counts = observed_metrics(projected, counter_columns(rm), "mergeCounts")
-    out = written_rows(projected, rm)
+    target = ctx.target(touched.files, with_file=dedupe, with_row_index=dedupe).withColumn(TARGET_PRESENT, F.lit(True))
+    joined = source.join(target, on=ctx.condition(), how=join_type)
+    with_action = joined.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+    if dv_mode:
+        # Only rows that change or are inserted: unchanged rows stay where they are.
+        with_action = with_action.where(~F.col(ACTION).isin(COPY, DROP))
+    with_action, get_counts = observed_metrics(with_action, counter_columns(rm), "mergeCounts")
 
-    with job_phase(ctx.spark, f"MERGE operation - Rewriting {len(touched.files)} files"):
-        adds = ctx.write(out)
+    phase = "MERGE operation - writing modified rows" if dv_mode else f"MERGE operation - Rewriting {len(touched.files)} files"
+    cdc: list[AddCDCFile] = []
+    with job_phase(ctx.spark, phase):
+        if ctx.cdf_enabled:
+            from deltamerge.merge.cdc import write_with_changes
+
+            adds, cdc = write_with_changes(ctx, with_action, dedupe_deletes=dedupe)
+        else:
+            projected = with_action.select(*output_columns(rm, has_target=True), F.col(ACTION))
+            adds = ctx.write(written_rows(projected, rm))
 
     def fallback() -> dict[str, int]:
-        by = {int(r[ACTION]): int(r["count"]) for r in projected.groupBy(ACTION).count().collect()}
+        by = {int(r[ACTION]): int(r["count"]) for r in with_action.groupBy(ACTION).count().collect()}
         result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
-        result["copied"] = by.get(-1, 0)
+        result["copied"] = by.get(COPY, 0)
         return result
 
     m.add_clause_counts(rm, get_counts(fallback))
     m.numSourceRowsInSecondScan = source_rows()
-    m.use_second_scan_source_rows = how == "full"
+    m.use_second_scan_source_rows = join_type in ("full", "left")
     if touched.over_count:
         m.numTargetRowsMatchedDeleted = max(0, m.numTargetRowsMatchedDeleted - touched.over_count)
     m.rewriteTimeMs += timed_ms(start)
-    return adds
+    return adds, cdc
 
 
-def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> tuple[list[AddFile], list[AddFile]]:
-    """Classic path: returns (files removed, files added)."""
+def copy_on_write_join(ctx: MergeContext) -> str:
+    """Job-2 join type in copy-on-write mode."""
+    from deltamerge.config import SessionConf
+    from deltamerge.spark.session import setting
+
+    if ctx.rm.is_matched_only and setting(ctx.spark, SessionConf.OPTIMIZE_MATCHED_ONLY):
+        return "right"
+    return "full"
+
+
+def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
+    """Classic copy-on-write path: returns the commit's file actions."""
     m = ctx.metrics
     touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
     if not touched.files:
-        from deltamerge.merge.insert_only import write_only_inserts
-
-        adds = write_only_inserts(ctx, filter_matched_rows=False)
-        if not candidates:
-            # No target file to join with: count the source on its own, as Delta does.
-            n = m.numSourceRowsInSecondScan
-            m.numSourceRows = n if n >= 0 else int(ctx.source.count())
-        return [], adds
-    adds = write_all_changes(ctx, touched)
+        return list(inserts_without_matches(ctx, bool(candidates)))
+    adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
     m.numTargetFilesRemoved = len(touched.files)
     m.numTargetBytesRemoved = sum(f.size for f in touched.files)
     if ctx.partition_columns:
         m.numTargetPartitionsRemovedFrom = len({tuple(sorted(f.partition_values.items())) for f in touched.files})
-    return list(touched.files), adds
+    ts = now_ms()
+    return [*(f.remove(ts) for f in touched.files), *adds, *cdc]
+
+
+def inserts_without_matches(ctx: MergeContext, scanned: bool) -> list[AddFile]:
+    """No target file was touched: every source row is unmatched (``writeOnlyInserts(false)``)."""
+    from deltamerge.merge.insert_only import write_only_inserts
+
+    m = ctx.metrics
+    adds = write_only_inserts(ctx, filter_matched_rows=False)
+    if not scanned:
+        # No target file to join with: count the source on its own, as Delta does.
+        n = m.numSourceRowsInSecondScan
+        m.numSourceRows = n if n >= 0 else int(ctx.source.count())
+    return adds

@@ -29,7 +29,6 @@ from deltamerge.merge.planner import MergePlan, plan_merge
 from deltamerge.predicates import to_sql
 from deltamerge.spark.session import case_sensitive, conf_getter, setting
 from deltamerge.spark.types import schema_string
-from deltamerge.spark.write import now_ms
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -151,14 +150,13 @@ def run_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> DataFram
         partition_columns=tuple(snapshot.metadata.partition_columns),
         configuration=dict(snapshot.metadata.configuration),
         repartition_before_write=bool(setting(spark, SessionConf.REPARTITION_BEFORE_WRITE)),
+        cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration),
+        tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
     )
     committing = False
     try:
-        removed, added = _execute(ctx, plan)
+        actions = _execute(ctx, plan)
         metrics.executionTimeMs = timed_ms(start)
-        ts = now_ms()
-        actions: list[Action] = [f.remove(ts) for f in removed]
-        actions += added
         params = operation_parameters(spec)
         op_metrics = metrics.to_operation_metrics() if setting(spark, SessionConf.HISTORY_METRICS) else {}
         committing = True
@@ -172,12 +170,11 @@ def run_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> DataFram
     return result_frame(spark, metrics)
 
 
-def _execute(ctx: MergeContext, plan: MergePlan) -> tuple[list, list]:  # type: ignore[type-arg]
+def _execute(ctx: MergeContext, plan: MergePlan) -> list[Action]:
     if plan.executor == "insertOnly":
         from deltamerge.merge.insert_only import write_only_inserts
 
-        adds = write_only_inserts(ctx, filter_matched_rows=True, candidate_files=plan.candidate_files)
-        return [], adds
+        return list(write_only_inserts(ctx, filter_matched_rows=True, candidate_files=plan.candidate_files))
     if plan.deletion_vectors:
         from deltamerge.merge.dv import run_with_deletion_vectors
 

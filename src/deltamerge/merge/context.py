@@ -12,13 +12,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from deltamerge.log.actions import AddFile
+from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, scan
 from deltamerge.spark.session import session_time_zone
 from deltamerge.spark.types import to_delta_schema
-from deltamerge.spark.write import to_add_files, write_parquet
+from deltamerge.spark.write import to_add_files, to_cdc_files, write_parquet
 
 
 @dataclass
@@ -34,6 +34,8 @@ class MergeContext:
     partition_columns: tuple[str, ...]
     configuration: dict[str, str]
     repartition_before_write: bool = True
+    cdf_enabled: bool = False
+    tight_bounds: bool | None = None  # stats carry tightBounds on tables that support DVs
     written_paths: list[str] = field(default_factory=list)
 
     @property
@@ -82,11 +84,26 @@ class MergeContext:
             parts,
             self.configuration,
             tz=session_time_zone(self.spark),
+            tight_bounds=self.tight_bounds,
         )
         self.metrics.numTargetFilesAdded += len(adds)
         self.metrics.numTargetBytesAdded += sum(a.size for a in adds)
         self.metrics.numTargetPartitionsAddedTo += len({tuple(sorted(a.partition_values.items())) for a in adds}) if parts else 0
         return adds
+
+
+    def write_cdc(self, df: DataFrame) -> list[AddCDCFile]:
+        """Write change rows (table columns + ``_change_type``) under ``_change_data``."""
+        parts = list(self.partition_columns)
+        if parts and self.repartition_before_write:
+            df = df.repartition(*[F.col(f"`{p}`") for p in parts])
+        ts_parts = [f.name for f in self.rm.final_schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+        written = write_parquet(df, self.table_root, parts, kind="cdc", timestamp_partition_columns=ts_parts)
+        self.written_paths += [w.relative_path for w in written]
+        files = to_cdc_files(written)
+        self.metrics.numTargetChangeFilesAdded += len(files)
+        self.metrics.numTargetChangeFileBytes += sum(f.size for f in files)
+        return files
 
 
 def renamed_source(source: DataFrame) -> DataFrame:

@@ -1,0 +1,101 @@
+"""Change Data Feed output of a MERGE (Delta's CDC packing in ``MergeOutputGeneration``).
+
+Every joined row becomes up to three output rows in one pass (an ``explode`` of a small array):
+the data row (no change type), and the change rows — ``insert`` (new values), ``update_preimage``
+(old target values) + ``update_postimage`` (new values), or ``delete`` (old values). Copied rows
+produce data only. Data rows and change rows are then written as data files and as ``_change_data``
+files from one persisted DataFrame, so the join runs once.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from deltamerge.merge.analysis import ResolvedMerge, tcol
+from deltamerge.merge.clauses import ActionType
+from deltamerge.merge.output import ACTION, COPY, output_columns
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL
+
+CHANGE_TYPE = "_change_type"
+_KIND = "__dm_kind"
+
+
+def _old_values(rm: ResolvedMerge) -> list[Column]:
+    n_target = len(rm.target_schema.fields)
+    cols = []
+    for j, field in enumerate(rm.final_schema.fields):
+        if j < n_target:
+            old = F.col(tcol(j))
+            if rm.target_schema.fields[j].dataType != field.dataType:
+                old = old.cast(field.dataType)
+        else:
+            old = F.lit(None).cast(field.dataType)
+        cols.append(old)
+    return cols
+
+
+def explode_changes(joined_with_action: DataFrame, rm: ResolvedMerge, *, dedupe_deletes: bool) -> DataFrame:
+    """Joined rows (with the action code) -> data rows and change rows, told apart by ``_KIND``.
+
+    ``dedupe_deletes``: when duplicate matches are allowed (one unconditional DELETE), a target
+    row joined with several source rows yields one ``delete`` record (keyed by file and row index,
+    which the joined rows must then carry).
+    """
+    names = [f.name for f in rm.final_schema.fields]
+    new = [c.alias(f"v{j}") for j, c in enumerate(output_columns(rm, has_target=True))]
+    old = [c.alias(f"v{j}") for j, c in enumerate(_old_values(rm))]
+    action = F.col(ACTION)
+    updates = [c.index for c in rm.clauses if c.action is ActionType.UPDATE]
+    deletes = [c.index for c in rm.clauses if c.action is ActionType.DELETE]
+    inserts = [c.index for c in rm.clauses if c.action is ActionType.INSERT]
+    is_update = action.isin(updates) if updates else F.lit(False)
+    is_delete = action.isin(deletes) if deletes else F.lit(False)
+    is_insert = action.isin(inserts) if inserts else F.lit(False)
+    written = is_update | is_insert | (action == F.lit(COPY))
+
+    def entry(cond: Column, kind: str | None, values: list[Column]) -> Column:
+        return F.when(cond, F.struct(F.lit(kind).cast("string").alias("k"), *values))
+
+    entries = F.array(
+        entry(written, None, new),
+        entry(is_update, "update_preimage", old),
+        entry(is_update, "update_postimage", new),
+        entry(is_insert, "insert", new),
+        entry(is_delete, "delete", old),
+    )
+    keys = [F.col(FILE_COL), F.col(ROW_INDEX_COL)] if dedupe_deletes else []
+    exploded = joined_with_action.select(*keys, F.explode(F.filter(entries, lambda e: e.isNotNull())).alias("e"))
+    out = exploded.select(*keys, F.col("e.k").alias(_KIND), *[F.col(f"e.v{j}").alias(n) for j, n in enumerate(names)])
+    if dedupe_deletes:
+        rank = F.row_number().over(Window.partitionBy(FILE_COL, ROW_INDEX_COL, _KIND).orderBy(F.lit(1)))
+        out = out.withColumn("__dm_rank", rank).where(
+            F.col(_KIND).isNull() | (F.col(_KIND) != F.lit("delete")) | F.col(FILE_COL).isNull() | (F.col("__dm_rank") == 1)
+        )
+        out = out.drop("__dm_rank", FILE_COL, ROW_INDEX_COL)
+    return out
+
+
+def data_rows(changes: DataFrame) -> DataFrame:
+    """The rows that go into data files."""
+    return changes.where(F.col(_KIND).isNull()).drop(_KIND)
+
+
+def change_rows(changes: DataFrame) -> DataFrame:
+    """The rows that go into ``_change_data`` files: the table columns, then ``_change_type``."""
+    cols = [F.col(f"`{c}`") for c in changes.columns if c != _KIND]
+    return changes.where(F.col(_KIND).isNotNull()).select(*cols, F.col(_KIND).alias(CHANGE_TYPE))
+
+
+def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bool):  # type: ignore[no-untyped-def]
+    """Write data files and change-data files from one evaluation of the joined rows."""
+    from pyspark import StorageLevel
+
+    changes = explode_changes(joined_with_action, ctx.rm, dedupe_deletes=dedupe_deletes)
+    changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        adds = ctx.write(data_rows(changes))
+        cdc = ctx.write_cdc(change_rows(changes))
+    finally:
+        changes.unpersist()
+    return adds, cdc

@@ -1,0 +1,95 @@
+"""MERGE with deletion vectors (merge-on-read; Delta's ``writeDVs`` path).
+
+Job 1 finds the touched files and, in the same aggregation, the row indexes each file loses (rows
+an UPDATE or DELETE clause changes). Job 2 writes only updated and inserted rows as new files. Each
+touched file then gets a new deletion vector (its old one united with the changed rows) or, when
+every row is gone, is removed whole. Unchanged rows are never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pyroaring import BitMap64
+
+from deltamerge.deletion_vectors import dv_file_path, read_dv, write_dv_file
+from deltamerge.log.actions import Action, AddFile
+from deltamerge.merge.classic import find_touched_files, inserts_without_matches, write_all_changes
+from deltamerge.merge.clauses import ClauseKind
+from deltamerge.merge.context import MergeContext
+from deltamerge.spark.write import now_ms
+
+
+def dv_join_type(ctx: MergeContext) -> str:
+    """Job-2 join in DV mode (delta_merge_spec.md §1.5 step 7)."""
+    rm = ctx.rm
+    if rm.is_matched_only:
+        return "inner"
+    if not rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE):
+        return "left"
+    if not rm.of_kind(ClauseKind.NOT_MATCHED):
+        return "right"
+    return "full"
+
+
+def _loose_stats(stats: str | None) -> str | None:
+    # A file behind a deletion vector keeps its physical stats, but its bounds are no longer tight.
+    if not stats:
+        return stats
+    data = json.loads(stats)
+    data["tightBounds"] = False
+    return json.dumps(data, separators=(",", ":"))
+
+
+def deletion_vector_actions(
+    ctx: MergeContext, files: Sequence[AddFile], modified: dict[str, list[int]]
+) -> list[Action]:
+    """Remove/re-add actions that mask ``modified`` rows of ``files`` (or remove whole files)."""
+    m = ctx.metrics
+    ts = now_ms()
+    actions: list[Action] = []
+    pending: list[tuple[AddFile, BitMap64]] = []
+    for f in files:
+        rows = modified.get(f.path)
+        if not rows:
+            continue
+        bitmap = BitMap64(rows)
+        if f.deletion_vector is not None:
+            bitmap |= read_dv(ctx.table_root, f.deletion_vector)
+        physical = f.num_records
+        if physical is not None and len(bitmap) >= physical:
+            actions.append(f.remove(ts))
+            m.numTargetFilesRemoved += 1
+            m.numTargetBytesRemoved += f.size
+            if f.deletion_vector is not None:
+                m.numTargetDeletionVectorsRemoved += 1
+            continue
+        pending.append((f, bitmap))
+    if pending:
+        descriptors = write_dv_file(ctx.table_root, [bm for _, bm in pending])
+        if descriptors:
+            ctx.written_paths.append(dv_file_path(ctx.table_root, descriptors[0]))
+        for (f, _bm), dv in zip(pending, descriptors):
+            actions.append(f.remove(ts))
+            actions.append(replace(f, deletion_vector=dv, stats=_loose_stats(f.stats), data_change=True))
+            if f.deletion_vector is not None:
+                m.numTargetDeletionVectorsUpdated += 1
+            else:
+                m.numTargetDeletionVectorsAdded += 1
+    if ctx.partition_columns:
+        removed = [a for a in actions if not isinstance(a, AddFile)]
+        m.numTargetPartitionsRemovedFrom = len({tuple(sorted((a.partition_values or {}).items())) for a in removed})  # type: ignore[union-attr]
+    return actions
+
+
+def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
+    """DV-mode MERGE: returns the commit's file actions."""
+    touched = find_touched_files(ctx, candidates, collect_modified_rows=True) if candidates else None
+    if touched is None or not touched.files:
+        return list(inserts_without_matches(ctx, bool(candidates)))
+    adds, cdc = write_all_changes(ctx, touched, join_type=dv_join_type(ctx))
+    assert touched.modified_rows is not None
+    dv_actions = deletion_vector_actions(ctx, touched.files, touched.modified_rows)
+    return [*dv_actions, *adds, *cdc]
