@@ -126,9 +126,9 @@ def big_table(spark, tmp_path_factory):
 
 def _edges(df):  # type: ignore[no-untyped-def]
     """Ids near the DV'd positions of the big table, plus (count, sum) of all ids."""
-    near = ids(df.filter((F.col("id") < 1_200) | (F.col("id") > 65_000)))
-    agg = df.agg(F.count("id"), F.sum("id")).collect()[0]
-    return near, (agg[0], agg[1])
+    near = F.when((F.col("id") < 1_200) | (F.col("id") > 65_000), F.col("id"))
+    agg = df.agg(F.collect_list(near), F.count("id"), F.sum("id")).collect()[0]
+    return sorted(agg[0]), (agg[1], agg[2])
 
 
 def _expected_edges(live: set[int]):  # type: ignore[no-untyped-def]
