@@ -21,11 +21,11 @@ class DeltaMergeError(Exception):
         self.message = message
         super().__init__(f"[{self.error_class}] {message}")
 
-    def getErrorClass(self) -> str:  # noqa: N802 - PySpark's name for the same accessor
+    def getErrorClass(self) -> str:
         """The error class, as PySpark's ``AnalysisException.getErrorClass()``."""
         return self.error_class
 
-    def getCondition(self) -> str:  # noqa: N802
+    def getCondition(self) -> str:
         """Spark 4 name of the error class accessor."""
         return self.error_class
 
