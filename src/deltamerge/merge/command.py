@@ -9,6 +9,7 @@ certainly did not happen (analysis errors, multiple matches, conflicts).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 import json
 import os
 import time
@@ -105,8 +106,17 @@ def _idempotent_skip(spark: SparkSession, txn: OptimisticTransaction) -> bool:
     return False
 
 
-def run_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> DataFrame:
-    """Run one MERGE and return its one-row result DataFrame."""
+OperationFactory = Callable[[MergeSpec, MergeMetrics], Operation]
+
+
+def run_merge(
+    spark: SparkSession, table_root: str, spec: MergeSpec, *, operation: OperationFactory | None = None
+) -> DataFrame:
+    """Run one MERGE and return its one-row result DataFrame.
+
+    ``operation`` lets UPDATE and DELETE, which run on this machinery (a one-row source matched on
+    their condition), commit under their own operation name, parameters and metrics.
+    """
     start = time.monotonic()
     txn, rm, plan = prepare(spark, table_root, spec)
     metrics = MergeMetrics(executor=plan.executor, materialize_reason=plan.materialize_reason)
@@ -157,10 +167,14 @@ def run_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> DataFram
     try:
         actions = _execute(ctx, plan)
         metrics.executionTimeMs = timed_ms(start)
-        params = operation_parameters(spec)
-        op_metrics = metrics.to_operation_metrics() if setting(spark, SessionConf.HISTORY_METRICS) else {}
+        if operation is not None:
+            op = operation(spec, metrics)
+        else:
+            op = Operation("MERGE", operation_parameters(spec), dict(metrics.to_operation_metrics()))
+        if not setting(spark, SessionConf.HISTORY_METRICS):
+            op = Operation(op.name, op.parameters, {}, op.changes_data)
         committing = True
-        txn.commit(actions, Operation("MERGE", params, dict(op_metrics)))
+        txn.commit(actions, op)
     except BaseException as e:
         # Delete our files only when the commit certainly did not happen; after an unknown
         # outcome they stay for vacuum (deleting them could break a commit that landed).
