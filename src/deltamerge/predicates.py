@@ -8,6 +8,7 @@ Delta rejects in conditions (non-deterministic functions, aggregates, subqueries
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import sqlglot
 from sqlglot import exp
@@ -36,11 +37,12 @@ NON_DETERMINISTIC = {
 
 def parse_expression(text: str) -> exp.Expression:
     """Parse one Spark SQL expression; a syntax error becomes ``[PARSE_SYNTAX_ERROR]``."""
+    parsed: exp.Expression | None
     try:
-        parsed = sqlglot.parse_one(text, read=DIALECT, into=exp.Condition)
+        parsed = cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT, into=exp.Condition))
     except (SqlglotParseError, sqlglot.errors.TokenError) as e:
         try:
-            parsed = sqlglot.parse_one(text, read=DIALECT)
+            parsed = cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
         except Exception:
             raise ParseError(f"Syntax error in expression {text!r}: {e}. Check the SQL expression text.")
     if parsed is None:
@@ -94,9 +96,7 @@ def _outermost_dot(col: exp.Column) -> exp.Expression:
     return node
 
 
-def rewrite_columns(
-    node: exp.Expression, resolve: Callable[[list[str]], exp.Expression]
-) -> exp.Expression:
+def rewrite_columns(node: exp.Expression, resolve: Callable[[list[str]], exp.Expression]) -> exp.Expression:
     """Copy ``node`` with each column reference replaced by ``resolve(parts)``."""
     tree = node.copy()
     _name_struct_fields(tree)
@@ -147,10 +147,7 @@ def is_deterministic(node: exp.Expression) -> bool:
 
 def has_aggregate(node: exp.Expression) -> bool:
     """True when the expression contains an aggregate function (outside a window)."""
-    for agg in node.find_all(exp.AggFunc):
-        if agg.find_ancestor(exp.Window) is None:
-            return True
-    return False
+    return any(agg.find_ancestor(exp.Window) is None for agg in node.find_all(exp.AggFunc))
 
 
 def has_window(node: exp.Expression) -> bool:
@@ -180,7 +177,7 @@ def conjunction(nodes: list[exp.Expression]) -> exp.Expression | None:
         return None
     out = nodes[0]
     for n in nodes[1:]:
-        out = exp.and_(out, n)
+        out = cast(exp.Expression, exp.and_(out, n))
     return out
 
 
@@ -190,7 +187,7 @@ def disjunction(nodes: list[exp.Expression]) -> exp.Expression | None:
         return None
     out = nodes[0]
     for n in nodes[1:]:
-        out = exp.or_(out, n)
+        out = cast(exp.Expression, exp.or_(out, n))
     return out
 
 

@@ -65,12 +65,19 @@ def explode_changes(joined_with_action: DataFrame, rm: ResolvedMerge, *, dedupe_
         entry(is_delete, "delete", old),
     )
     keys = [F.col(FILE_COL), F.col(ROW_INDEX_COL)] if dedupe_deletes else []
-    exploded = joined_with_action.select(*keys, F.explode(F.filter(entries, lambda e: e.isNotNull())).alias("e"))
-    out = exploded.select(*keys, F.col("e.k").alias(_KIND), *[F.col(f"e.v{j}").alias(n) for j, n in enumerate(names)])
+    exploded = joined_with_action.select(
+        *keys, F.explode(F.filter(entries, lambda e: e.isNotNull())).alias("e")
+    )
+    out = exploded.select(
+        *keys, F.col("e.k").alias(_KIND), *[F.col(f"e.v{j}").alias(n) for j, n in enumerate(names)]
+    )
     if dedupe_deletes:
         rank = F.row_number().over(Window.partitionBy(FILE_COL, ROW_INDEX_COL, _KIND).orderBy(F.lit(1)))
         out = out.withColumn("__dm_rank", rank).where(
-            F.col(_KIND).isNull() | (F.col(_KIND) != F.lit("delete")) | F.col(FILE_COL).isNull() | (F.col("__dm_rank") == 1)
+            F.col(_KIND).isNull()
+            | (F.col(_KIND) != F.lit("delete"))
+            | F.col(FILE_COL).isNull()
+            | (F.col("__dm_rank") == 1)
         )
         out = out.drop("__dm_rank", FILE_COL, ROW_INDEX_COL)
     return out

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pyroaring import BitMap64
 
 from deltamerge.deletion_vectors import dv_file_path, read_dv, write_dv_file
-from deltamerge.log.actions import Action, AddFile
+from deltamerge.log.actions import Action, AddFile, RemoveFile
 from deltamerge.merge.classic import find_touched_files, inserts_without_matches, write_all_changes
 from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext
@@ -71,7 +71,7 @@ def deletion_vector_actions(
         descriptors = write_dv_file(ctx.table_root, [bm for _, bm in pending])
         if descriptors:
             ctx.written_paths.append(dv_file_path(ctx.table_root, descriptors[0]))
-        for (f, _bm), dv in zip(pending, descriptors):
+        for (f, _bm), dv in zip(pending, descriptors, strict=False):
             actions.append(f.remove(ts))
             actions.append(replace(f, deletion_vector=dv, stats=_loose_stats(f.stats), data_change=True))
             if f.deletion_vector is not None:
@@ -79,8 +79,10 @@ def deletion_vector_actions(
             else:
                 m.numTargetDeletionVectorsAdded += 1
     if ctx.partition_columns:
-        removed = [a for a in actions if not isinstance(a, AddFile)]
-        m.numTargetPartitionsRemovedFrom = len({tuple(sorted((a.partition_values or {}).items())) for a in removed})  # type: ignore[union-attr]
+        removed = [a for a in actions if isinstance(a, RemoveFile)]
+        m.numTargetPartitionsRemovedFrom = len(
+            {tuple(sorted((a.partition_values or {}).items())) for a in removed}
+        )
     return actions
 
 

@@ -74,17 +74,17 @@ class MergeMetrics:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def numTargetRowsUpdated(self) -> int:  # noqa: N802 - Delta's metric names
+    def numTargetRowsUpdated(self) -> int:
         """Matched plus not-matched-by-source updates."""
         return self.numTargetRowsMatchedUpdated + self.numTargetRowsNotMatchedBySourceUpdated
 
     @property
-    def numTargetRowsDeleted(self) -> int:  # noqa: N802
+    def numTargetRowsDeleted(self) -> int:
         """Matched plus not-matched-by-source deletes."""
         return self.numTargetRowsMatchedDeleted + self.numTargetRowsNotMatchedBySourceDeleted
 
     @property
-    def numOutputRows(self) -> int:  # noqa: N802
+    def numOutputRows(self) -> int:
         """Rows written to data files: inserted + updated + copied."""
         return self.numTargetRowsInserted + self.numTargetRowsUpdated + self.numTargetRowsCopied
 
@@ -119,7 +119,8 @@ class MergeMetrics:
             numTargetRowsUpdated=self.numTargetRowsUpdated,
             numTargetRowsDeleted=self.numTargetRowsDeleted,
             numOutputRows=self.numOutputRows,
-            numTargetDeletionVectorsAdded=self.numTargetDeletionVectorsAdded + self.numTargetDeletionVectorsUpdated,
+            numTargetDeletionVectorsAdded=self.numTargetDeletionVectorsAdded
+            + self.numTargetDeletionVectorsUpdated,
             numTargetDeletionVectorsRemoved=self.numTargetDeletionVectorsRemoved
             + self.numTargetDeletionVectorsUpdated,
         )
@@ -127,5 +128,9 @@ class MergeMetrics:
 
     def result_row(self) -> tuple[int, int, int, int]:
         """``(num_affected_rows, num_updated_rows, num_deleted_rows, num_inserted_rows)``."""
-        updated, deleted, inserted = self.numTargetRowsUpdated, self.numTargetRowsDeleted, self.numTargetRowsInserted
+        updated, deleted, inserted = (
+            self.numTargetRowsUpdated,
+            self.numTargetRowsDeleted,
+            self.numTargetRowsInserted,
+        )
         return (updated + deleted + inserted, updated, deleted, inserted)
