@@ -1,0 +1,198 @@
+"""MERGE behaviour beyond the shared conformance cases: errors, explain, materialization,
+builder validation, idempotent writes, history parameters and read predicates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql import functions as F
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.errors import AnalysisError, MultipleSourceRowMatchingTargetRowError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def table(spark, tmp_path):
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(i, i * 10) for i in range(6)], "key int, value int").coalesce(1), path)
+    return DeltaTable.forPath(spark, path)
+
+
+def _rows(dt):
+    return sorted(tuple(r) for r in dt.toDF().collect())
+
+
+def test_multiple_match_error_names_offending_rows(spark, table):
+    before = table.version()
+    src = spark.createDataFrame([(1, 1), (1, 2), (2, 3), (2, 4), (3, 5)], "key int, value int")
+    with pytest.raises(MultipleSourceRowMatchingTargetRowError) as info:
+        table.alias("t").merge(src.alias("s"), "t.key = s.key").whenMatchedUpdateAll().execute()
+    msg = str(info.value)
+    assert "[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE]" in msg
+    assert "2 target row(s) are matched by more than one source row" in msg
+    assert "key=1" in msg and "key=2" in msg
+    assert table.version() == before
+
+
+@pytest.mark.parametrize(
+    "condition, clauses, error_class",
+    [
+        ("t.key = s.nope", lambda b: b.whenMatchedDelete(), "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+        ("key = key", lambda b: b.whenMatchedDelete(), "AMBIGUOUS_REFERENCE"),
+        ("t.key = s.key", lambda b: b.whenMatchedDelete("max(t.value) > 0"), "DELTA_AGGREGATION_NOT_SUPPORTED"),
+        ("t.key = s.key", lambda b: b.whenMatchedDelete("s.key IN (SELECT 1)"), "DELTA_UNSUPPORTED_SUBQUERY"),
+        ("t.key = s.key AND rand() > 0.5", lambda b: b.whenMatchedDelete(), "DELTA_NON_DETERMINISTIC_FUNCTION"),
+        (
+            "t.key = s.key",
+            lambda b: b.whenNotMatchedInsert(values={"key": "t.key", "value": "s.value"}),
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        ),
+        (
+            "t.key = s.key",
+            lambda b: b.whenNotMatchedBySourceUpdate(set={"value": "s.value"}),
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        ),
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedUpdate(set={"value": "1", "t.value": "2"}),
+            "DELTA_CONFLICT_SET_COLUMN",
+        ),
+        ("t.key = s.key", lambda b: b.whenMatchedUpdate(set={"nope": "1"}), "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+        ("t.key = s.key", lambda b: b, "DELTA_MERGE_MISSING_WHEN"),
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedDelete().whenMatchedUpdateAll(),
+            "DELTA_NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
+        ),
+    ],
+)
+def test_analysis_errors_leave_table_unchanged(spark, table, condition, clauses, error_class):
+    before, rows = table.version(), _rows(table)
+    src = spark.createDataFrame([(1, 100)], "key int, value int")
+    with pytest.raises(AnalysisError) as info:
+        clauses(table.alias("t").merge(src.alias("s"), condition)).execute()
+    assert error_class in str(info.value)
+    assert table.version() == before and _rows(table) == rows
+
+
+def test_sql_duplicate_insert_columns_and_clause_order(spark, table):
+    deltamerge.register_table(spark, "tgt", table.path)
+    spark.createDataFrame([(9, 9)], "key int, value int").createOrReplaceTempView("src")
+    with pytest.raises(AnalysisError, match="DELTA_DUPLICATE_COLUMNS_ON_INSERT"):
+        deltamerge.sql(
+            spark, "MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT (key, key) VALUES (1, 2)"
+        )
+    with pytest.raises(AnalysisError, match="(?i)syntax error"):
+        deltamerge.sql(
+            spark,
+            "MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT * "
+            "WHEN MATCHED THEN DELETE",
+        )
+    deltamerge.unregister_table(spark, "tgt")
+
+
+def test_builder_argument_validation(spark, table):
+    src = spark.createDataFrame([(1, 1)], "key int, value int")
+    with pytest.raises(ValueError, match="'source' in merge cannot be None"):
+        table.merge(None, "t.key = s.key")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Type of 'source' in merge must be DataFrame"):
+        table.merge([1], "t.key = s.key")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'condition' in merge cannot be None"):
+        table.merge(src, None)  # type: ignore[arg-type]
+    builder = table.alias("t").merge(src.alias("s"), "t.key = s.key")
+    with pytest.raises(ValueError, match="'set' in whenMatchedUpdate cannot be None"):
+        builder.whenMatchedUpdate()
+    with pytest.raises(TypeError, match="must be a dict"):
+        builder.whenNotMatchedInsert(values=[1])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Keys of dict"):
+        builder.whenMatchedUpdate(set={1: "x"})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="Values of dict"):
+        builder.whenMatchedUpdate(set={"value": 1})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="must be a Spark SQL Column or a string"):
+        builder.whenMatchedDelete(condition=1)  # type: ignore[arg-type]
+    # builders are immutable: a dropped clause does not change the original
+    assert builder.whenMatchedUpdate(set={}) is builder
+
+
+def test_column_arguments_and_interleaved_clauses(spark, table):
+    src = spark.createDataFrame([(1, 7), (2, 8), (50, 9)], "key int, value int").alias("s")
+    (
+        table.alias("t")
+        .merge(src, F.col("t.key") == F.col("s.key"))
+        .whenNotMatchedInsert(values={"key": F.col("s.key"), "value": F.col("s.value") * 2})
+        .whenMatchedUpdate(condition=F.col("s.key") == 1, set={"value": F.col("s.value") + F.lit(1)})
+        .whenMatchedDelete()
+        .execute()
+    )
+    assert _rows(table) == [(0, 0), (1, 8), (3, 30), (4, 40), (5, 50), (50, 18)]
+
+
+def test_explain_reports_plan_without_writing(spark, table):
+    before = table.version()
+    src = spark.createDataFrame([(1, 1)], "key int, value int")
+    plan = table.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key > 100").whenMatchedDelete().explain()
+    assert "executor: classic" in plan
+    assert "target files after skipping: 0" in plan
+    assert "source materialized" in plan
+    deltamerge.register_table(spark, "tgt", table.path)
+    src.createOrReplaceTempView("src")
+    text = deltamerge.sql(spark, "EXPLAIN MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT *")
+    assert "executor: insertOnly" in text.collect()[0][0]
+    assert table.version() == before
+    deltamerge.unregister_table(spark, "tgt")
+
+
+def test_non_deterministic_source_is_materialized(spark, table):
+    # A source whose rows change on each evaluation must give both jobs the same rows.
+    src = spark.range(0, 6).select(F.col("id").cast("int").alias("key"), (F.rand() * 1000).cast("int").alias("value"))
+    result = table.alias("t").merge(src.alias("s"), "t.key = s.key").whenMatchedUpdateAll().execute().collect()[0]
+    assert tuple(result) == (6, 6, 0, 0)
+    metrics = table.history(1).collect()[0]["operationMetrics"]
+    assert metrics["numSourceRows"] == "6" and metrics["numTargetRowsUpdated"] == "6"
+
+
+def test_history_parameters_and_read_predicate(spark, table):
+    src = spark.createDataFrame([(1, 5), (99, 1)], "key int, value int")
+    (
+        table.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key < 10")
+        .whenMatchedUpdate("s.value > 0", {"value": "s.value"})
+        .whenNotMatchedInsertAll()
+        .whenNotMatchedBySourceDelete("t.key = 5")
+        .execute()
+    )
+    h = table.history(1).collect()[0]
+    params = h["operationParameters"]
+    assert json.loads(params["predicate"]) == ["t.key = s.key AND t.key < 10"]
+    assert json.loads(params["matchedPredicates"]) == [{"predicate": "s.value > 0", "actionType": "update"}]
+    assert json.loads(params["notMatchedPredicates"]) == [{"actionType": "insert"}]
+    assert json.loads(params["notMatchedBySourcePredicates"]) == [{"predicate": "t.key = 5", "actionType": "delete"}]
+    assert h["isBlindAppend"] is False and h["readVersion"] == 0
+    assert set(h["operationMetrics"]) >= {"numSourceRows", "numTargetRowsCopied", "executionTimeMs", "rewriteTimeMs"}
+
+
+def test_idempotent_merge_with_txn_app_id(spark, table):
+    src = spark.createDataFrame([(100, 1)], "key int, value int")
+    spark.conf.set("spark.databricks.delta.write.txnAppId", "etl-job")
+    spark.conf.set("spark.databricks.delta.write.txnVersion", "7")
+    try:
+        for _ in range(2):
+            table.alias("t").merge(src.alias("s"), "t.key = s.key").whenNotMatchedInsertAll().execute()
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    assert _rows(table).count((100, 1)) == 1
+    assert table.version() == 1
+
+
+def test_data_skipping_limits_touched_files(spark, tmp_path):
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(0, 100, 1, 5).selectExpr("cast(id as int) as key", "0 as value"), path)
+    dt = DeltaTable.forPath(spark, path)
+    src = spark.createDataFrame([(3, 1)], "key int, value int")
+    dt.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key < 20").whenMatchedUpdateAll().execute()
+    m = dt.history(1).collect()[0]["operationMetrics"]
+    assert m["numTargetFilesRemoved"] == "1" and m["numTargetRowsCopied"] == "19"
