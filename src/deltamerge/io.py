@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -12,7 +14,7 @@ from pyspark.sql.types import StructField, StructType
 
 from deltamerge.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
 from deltamerge.log.actions import Action, AddFile, Metadata
-from deltamerge.log.protocol import check_can_read
+from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
 from deltamerge.spark.session import conf_getter, session_time_zone
@@ -34,15 +36,27 @@ def _abs(path: str) -> str:
     return os.path.abspath(path)
 
 
-def _check_names(schema: StructType) -> None:
+def _check_names(schema: StructType, prefix: str = "") -> None:
+    """Column names must be unique ignoring case, nested struct fields included (as delta-spark)."""
+    from pyspark.sql.types import ArrayType, DataType, MapType
+
     seen: dict[str, str] = {}
     for f in schema.fields:
         if f.name.lower() in seen:
             raise SchemaMismatchError(
-                f"Found duplicate column(s) in the data to save: {f.name}. Rename one of them.",
+                f"Found duplicate column(s) in the data to save: {prefix}{f.name}. Rename one of them.",
                 error_class="DELTA_DUPLICATE_COLUMNS_FOUND",
             )
         seen[f.name.lower()] = f.name
+        pending: list[DataType] = [f.dataType]
+        while pending:
+            t = pending.pop()
+            if isinstance(t, StructType):
+                _check_names(t, f"{prefix}{f.name}.")
+            elif isinstance(t, ArrayType):
+                pending.append(t.elementType)
+            elif isinstance(t, MapType):
+                pending += [t.keyType, t.valueType]
 
 
 def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[DataFrame, StructType]:
@@ -114,6 +128,9 @@ def write(
         raise TableAlreadyExistsError(f"Cannot write to already existent path {root} without setting mode 'append' or 'overwrite'.")
     if exists and key == "ignore":
         return None
+    if exists:
+        # Refuse before any data is written (the commit checks again, against the final protocol).
+        check_can_write(txn.protocol, txn.metadata)  # type: ignore[arg-type]
     _check_names(df.schema)
     overwrite = key == "overwrite"
     if not exists or (overwrite and overwrite_schema):
@@ -123,9 +140,14 @@ def write(
         if missing:
             raise InvalidArgumentError(f"Partition column(s) {missing} not found in schema {schema.simpleString()}.")
         parts = [lower[p.lower()] for p in parts]
+        if parts and len(set(parts)) >= len(schema.fields):
+            raise InvalidArgumentError(
+                "Cannot use all columns for partition columns: the data files need at least one column.",
+                error_class="DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION",
+            )
         conf = dict(configuration or {}) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
         for k, v in (configuration or {}).items():
-            conf[k] = str(v)
+            conf[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)  # as Delta writes booleans
         meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
         txn.update_metadata(
             Metadata(
@@ -185,29 +207,65 @@ def write(
     return version
 
 
-def snapshot_for(path: str, version: int | None = None, timestamp: str | int | None = None) -> Snapshot:
-    """The snapshot at a version, a timestamp (ms or a timestamp string), or the latest."""
+def snapshot_for(
+    path: str,
+    version: int | None = None,
+    timestamp: str | int | dt.datetime | None = None,
+    *,
+    time_zone: str = "UTC",
+) -> Snapshot:
+    """The snapshot at a version, a timestamp (ms, a datetime or a timestamp string), or the latest.
+
+    As delta-spark's ``timestampAsOf``: a timestamp without a zone is in ``time_zone`` (the session
+    time zone), and a timestamp after the latest commit is an error, not the latest version.
+    """
     log = DeltaLog.for_table(_abs(path))
     if not log.exists():
         raise TableNotFoundError(f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first.")
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("Specify either version or timestamp for time travel, not both.")
     if timestamp is not None:
-        version = log.version_at_timestamp(_timestamp_ms(timestamp))
+        version = log.version_at_timestamp(_timestamp_ms(timestamp, time_zone), strict=True)
     snap = log.snapshot(version) if version is not None else log.update()
     check_can_read(snap.protocol, snap.metadata)
     return snap
 
 
-def _timestamp_ms(ts: str | int | float) -> int:
+def _zone(name: str) -> dt.tzinfo:
+    from zoneinfo import ZoneInfo
+
+    try:
+        return ZoneInfo(name)
+    except (ValueError, KeyError, OSError):
+        pass
+    # Spark also accepts offsets: "+08:00", "-0530", "UTC+8", "GMT-03:00".
+    m = re.fullmatch(r"(?:UTC|GMT|UT)?\s*([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?", name.strip())
+    if m is None:
+        raise InvalidArgumentError(f"Unknown time zone {name!r} (spark.sql.session.timeZone).")
+    sign = -1 if m.group(1) == "-" else 1
+    delta = dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0), seconds=int(m.group(4) or 0))
+    return dt.timezone(sign * delta)
+
+
+def _timestamp_ms(ts: str | int | float | dt.datetime, time_zone: str = "UTC") -> int:
     if isinstance(ts, (int, float)):
         return int(ts)
-    import datetime as dt
-
-    text = str(ts).strip().replace("T", " ")
-    parsed = dt.datetime.fromisoformat(text)
+    if isinstance(ts, dt.datetime):
+        parsed = ts
+    else:
+        text = str(ts).strip().replace("T", " ")
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"The provided timestamp {ts!r} cannot be converted to a valid timestamp; use "
+                "'yyyy-MM-dd HH:mm:ss[.ffffff][zone]', a datetime or epoch milliseconds.",
+                error_class="DELTA_TIMESTAMP_INVALID",
+            )
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=_zone(time_zone))
     return int(parsed.timestamp() * 1000)
 
 
@@ -222,6 +280,12 @@ def read_snapshot(spark: SparkSession, snap: Snapshot, files: Sequence[AddFile] 
     )
 
 
-def read(spark: SparkSession, path: str, version: int | None = None, timestamp: str | int | None = None) -> DataFrame:
-    """Read a Delta table (latest, or as of ``version`` / ``timestamp``)."""
-    return read_snapshot(spark, snapshot_for(path, version, timestamp))
+def read(
+    spark: SparkSession,
+    path: str,
+    version: int | None = None,
+    timestamp: str | int | dt.datetime | None = None,
+) -> DataFrame:
+    """Read a Delta table (latest, or as of ``version`` / ``timestamp``; zone-less timestamps are in
+    the session time zone)."""
+    return read_snapshot(spark, snapshot_for(path, version, timestamp, time_zone=session_time_zone(spark)))

@@ -67,7 +67,8 @@ DETAIL_SCHEMA = StructType(
 
 
 def _ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
+    # Aware (UTC): PySpark converts a naive datetime with the Python process's local zone.
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
 class DeltaTable:

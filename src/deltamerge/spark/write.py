@@ -15,15 +15,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from urllib.parse import quote, unquote
-from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from deltamerge.log.actions import AddCDCFile, AddFile
-from deltamerge.spark.session import prepare_session, session_time_zone
+from deltamerge.spark.session import prepare_session
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -51,16 +50,25 @@ def _unescape_dir_value(raw: str) -> str | None:
     return unquote(raw)
 
 
-def _utc_partition_timestamp(value: str, tz: str) -> str:
-    # Spark names directories with session-local timestamps; Delta stores UTC ISO-8601 with 'Z'.
-    text = value.replace("T", " ")
-    fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
-    local = datetime.strptime(text, fmt).replace(tzinfo=ZoneInfo(tz))
-    return local.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _utc_iso_timestamp(name: str) -> Column:
+    """A timestamp column as Delta's partition value string, ``yyyy-MM-ddTHH:mm:ss.ffffffZ`` in UTC.
+
+    Computed from the epoch microseconds, so it does not depend on the session time zone: Spark's
+    own directory names use session-local wall-clock time, which is ambiguous when clocks go back
+    (01:30 PDT and 01:30 PST name the same directory).
+    """
+    col = f"`{name.replace('`', '``')}`"
+    us = f"unix_micros({col})"
+    tod = f"pmod({us}, 86400000000)"
+    return F.expr(
+        f"CASE WHEN {col} IS NULL THEN NULL ELSE format_string('%sT%02d:%02d:%02d.%06dZ', "
+        f"CAST(date_from_unix_date(CAST(({us} - {tod}) div 86400000000 AS INT)) AS STRING), "
+        f"{tod} div 3600000000, ({tod} div 60000000) % 60, ({tod} div 1000000) % 60, {tod} % 1000000) END"
+    )
 
 
 def _move_into_table(
-    table_root: str, staging: str, partition_columns: Sequence[str], kind: str, timestamp_cols: set[str], tz: str
+    table_root: str, staging: str, partition_columns: Sequence[str], kind: str
 ) -> list[WrittenFile]:
     written: list[WrittenFile] = []
     for dirpath, _dirs, names in os.walk(staging):
@@ -76,10 +84,7 @@ def _move_into_table(
                 for segment in rel_dir.split(os.sep):
                     key, _, raw = segment.partition("=")
                     key = unquote(key)
-                    value = _unescape_dir_value(raw)
-                    if value is not None and key.lower() in timestamp_cols:
-                        value = _utc_partition_timestamp(value, tz)
-                    values[key] = value
+                    values[key] = _unescape_dir_value(raw)
             prefix = "_change_data" if kind == "cdc" else ""
             final_rel = os.path.join(prefix, rel_dir, name) if (prefix or rel_dir) else name
             final_abs = os.path.join(table_root, final_rel)
@@ -104,6 +109,18 @@ def write_parquet(
     """Write ``df`` (table columns in order, partition columns included) below ``table_root``."""
     spark = df.sparkSession
     prepare_session(spark)
+    if timestamp_partition_columns:
+        # Partition by the final UTC partition-value string instead of the timestamp itself (the
+        # partition columns are not stored in the data files, so the files are unchanged).
+        ts_cols = {c.lower() for c in timestamp_partition_columns}
+        df = df.select(
+            *[
+                (_utc_iso_timestamp(f.name) if f.name.lower() in ts_cols else F.col(f"`{f.name}`")).alias(
+                    f.name
+                )
+                for f in df.schema.fields
+            ]
+        )
     staging = os.path.join(table_root, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     writer = df.write.mode("overwrite").option("compression", "snappy")
     if max_records_per_file:
@@ -112,14 +129,7 @@ def write_parquet(
         writer = writer.partitionBy(*partition_columns)
     try:
         writer.parquet(staging)
-        return _move_into_table(
-            table_root,
-            staging,
-            partition_columns,
-            kind,
-            {c.lower() for c in timestamp_partition_columns},
-            session_time_zone(spark),
-        )
+        return _move_into_table(table_root, staging, partition_columns, kind)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -146,7 +156,7 @@ def to_add_files(
     with ThreadPoolExecutor(max_workers=8) as pool:
         footers = list(pool.map(_footer, paths))
     adds: list[AddFile] = []
-    for w, md, abs_path in zip(written, footers, paths):
+    for w, md, abs_path in zip(written, footers, paths, strict=True):
         if md.num_rows == 0:
             os.remove(abs_path)
             continue
