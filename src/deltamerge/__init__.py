@@ -19,10 +19,12 @@ __all__ = [
     "DeltaMergeError",
     "DeltaTable",
     "__version__",
+    "configure",
     "read",
     "read_changes",
     "register_table",
     "sql",
+    "unconfigure",
     "unregister_table",
     "write",
 ]
@@ -39,6 +41,8 @@ _LAZY = {
     "register_table": ("deltamerge.catalog", "register_table"),
     "unregister_table": ("deltamerge.catalog", "unregister_table"),
     "read_changes": ("deltamerge.cdf_read", "read_changes"),
+    "configure": ("deltamerge.configure", "configure"),
+    "unconfigure": ("deltamerge.configure", "unconfigure"),
 }
 
 

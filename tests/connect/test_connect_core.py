@@ -1,0 +1,242 @@
+"""deltamerge's core paths on a Spark Connect session (see conftest.py for how these run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+import pytest
+from pyspark.sql import functions as F
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.io import snapshot_for
+from deltamerge.spark.session import is_connect
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "id int, v int, flag string"
+SOURCE_SCHEMA = "id int, v int, flag string, op string"
+
+
+def _rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "t")
+
+
+def _target(spark, path, n=6, props=None):
+    rows = [(i, i * 10, "old") for i in range(1, n + 1)]
+    deltamerge.write(spark.createDataFrame(rows, SCHEMA), path, configuration=props)
+
+
+def _source(spark):
+    rows = [(1, 100, "s", "D"), (2, 200, "s", "U"), (3, 300, "s", "X"), (7, 700, "s", "I"), (8, 800, "s", "X")]  # noqa: E501
+    return spark.createDataFrame(rows, SOURCE_SCHEMA)
+
+
+def test_session_is_connect(connect_spark):
+    assert is_connect(connect_spark)
+
+
+def test_write_read_append_history_time_travel(connect_spark, path):
+    spark = connect_spark
+    assert deltamerge.write(spark.createDataFrame([(1, 10, "a"), (2, 20, "b")], SCHEMA), path) == 0
+    assert deltamerge.write(spark.createDataFrame([(3, 30, "c")], SCHEMA), path, mode="append") == 1
+    assert _rows(deltamerge.read(spark, path)) == [(1, 10, "a"), (2, 20, "b"), (3, 30, "c")]
+    assert _rows(deltamerge.read(spark, path, version=0)) == [(1, 10, "a"), (2, 20, "b")]
+
+    table = DeltaTable.forPath(spark, path)
+    history = table.history().collect()
+    assert [(h["version"], h["operation"]) for h in history] == [(1, "WRITE"), (0, "WRITE")]
+    assert history[0]["operationParameters"]["mode"] == "Append"
+    first_commit_ms = int(history[1]["timestamp"].timestamp() * 1000)
+    assert _rows(deltamerge.read(spark, path, timestamp=first_commit_ms)) == [(1, 10, "a"), (2, 20, "b")]
+    assert table.version() == 1
+    detail = table.detail().collect()[0]
+    assert detail["format"] == "delta" and detail["numFiles"] >= 2
+
+
+def test_merge_builder_string_conditions_every_clause(connect_spark, path):
+    spark = connect_spark
+    _target(spark, path)
+    result = (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(_source(spark).alias("s"), "t.id = s.id")
+        .whenMatchedDelete("s.op = 'D'")
+        .whenMatchedUpdate("s.op = 'U'", set={"v": "s.v"})
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsert("s.op = 'I'", values={"id": "s.id", "v": "s.v", "flag": "'new'"})
+        .whenNotMatchedInsertAll()
+        .whenNotMatchedBySourceUpdate("t.id > 5", set={"flag": "'orphan'"})
+        .whenNotMatchedBySourceDelete()
+        .execute()
+    )  # fmt: skip
+    assert tuple(result.collect()[0]) == (8, 3, 3, 2)
+    assert _rows(DeltaTable.forPath(spark, path).toDF()) == [
+        (2, 200, "old"), (3, 300, "s"), (6, 60, "orphan"), (7, 700, "new"), (8, 800, "s"),
+    ]  # fmt: skip
+    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    assert last["operation"] == "MERGE"
+    assert last["operationMetrics"]["numTargetRowsInserted"] == "2"
+
+
+def test_merge_builder_column_conditions_every_clause(connect_spark, path):
+    spark = connect_spark
+    _target(spark, path)
+    builder = (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(_source(spark).alias("s"), F.col("t.id") == F.col("s.id"))
+        .whenMatchedDelete(F.col("s.op") == F.lit("D"))
+        .whenMatchedUpdate(
+            F.col("s.op").isin("U"),
+            set={"v": F.col("s.v") * 2, "flag": F.when(F.col("s.v") > 150, "big").otherwise("small")},
+        )
+        .whenMatchedUpdateAll(F.col("s.op") == "X")
+        .whenNotMatchedInsert(
+            F.col("s.op") == "I", values={"id": F.col("s.id"), "v": F.lit(0), "flag": F.lit("new")}
+        )
+        .whenNotMatchedInsertAll()
+        .whenNotMatchedBySourceUpdate(F.col("t.id") > 5, set={"flag": F.lit("orphan")})
+        .whenNotMatchedBySourceDelete(F.col("t.id") == 4)
+    )  # fmt: skip
+    plan = builder.explain()
+    assert "executor: classic" in plan
+    assert tuple(builder.execute().collect()[0]) == (7, 3, 2, 2)
+    assert _rows(DeltaTable.forPath(spark, path).toDF()) == [
+        (2, 400, "big"), (3, 300, "s"), (5, 50, "old"), (6, 60, "orphan"), (7, 0, "new"), (8, 800, "s"),
+    ]  # fmt: skip
+
+
+def test_insert_only_merge_and_source_alias_from_dataframe(connect_spark, path):
+    spark = connect_spark
+    _target(spark, path, n=3)
+    src = spark.createDataFrame([(3, 0, "x", "I"), (9, 90, "x", "I")], SOURCE_SCHEMA).alias("src")
+    table = DeltaTable.forPath(spark, path).alias("tgt")
+    builder = table.merge(src, "tgt.id = src.id").whenNotMatchedInsertAll()
+    assert "executor: insertOnly" in builder.explain()
+    assert tuple(builder.execute().collect()[0]) == (1, 0, 0, 1)
+    assert _rows(table.toDF()) == [(1, 10, "old"), (2, 20, "old"), (3, 30, "old"), (9, 90, "x")]
+
+
+def test_sql_merge_by_name_and_by_path(connect_spark, path):
+    spark = connect_spark
+    _target(spark, path, n=3)
+    name = f"connect_{uuid.uuid4().hex[:8]}"
+    deltamerge.register_table(spark, name, path)
+    try:
+        result = deltamerge.sql(
+            spark,
+            f"""MERGE INTO {name} t
+                USING (SELECT * FROM VALUES (2, 200, 'u'), (4, 400, 'n') AS v(id, v, flag)) s
+                ON t.id = s.id
+                WHEN MATCHED THEN UPDATE SET *
+                WHEN NOT MATCHED THEN INSERT *""",
+        )
+        assert tuple(result.collect()[0]) == (2, 1, 0, 1)
+        assert spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0] == 4  # the view follows commits
+        delete_one = (
+            f"MERGE INTO delta.`{path}` t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE"
+        )
+        plan = deltamerge.sql(spark, "EXPLAIN " + delete_one).collect()[0][0]
+        assert "deltamerge MERGE plan" in plan
+        deltamerge.sql(spark, delete_one)
+        assert _rows(DeltaTable.forName(spark, name).toDF()) == [(2, 200, "u"), (3, 30, "old"), (4, 400, "n")]
+        assert [r["operation"] for r in DeltaTable.forName(spark, name).history().collect()] == [
+            "MERGE", "MERGE", "WRITE",
+        ]  # fmt: skip
+    finally:
+        deltamerge.unregister_table(spark, name)
+
+
+def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
+    spark = connect_spark
+    props = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+    df = spark.range(0, 10, 1, 2).selectExpr("cast(id as int) as id", "cast(id * 10 as int) as v")
+    deltamerge.write(df, path, configuration=props)
+    src = spark.createDataFrame([(1, -1), (3, -3), (100, 7)], "id int, v int")
+    result = (
+        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+        .whenMatchedDelete("s.v = -3")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )  # fmt: skip
+    assert tuple(result.collect()[0]) == (3, 1, 1, 1)
+    snap = snapshot_for(path)
+    assert any(f.deletion_vector is not None for f in snap.files)
+    expected = [
+        (1, -1, "update_postimage", 1), (1, 10, "update_preimage", 1),
+        (3, 30, "delete", 1), (100, 7, "insert", 1),
+    ]  # fmt: skip
+    changes = deltamerge.read_changes(spark, path, starting_version=1)
+    assert _rows(changes.select("id", "v", "_change_type", "_commit_version")) == expected
+    assert deltamerge.read_changes(spark, path, 0).count() == 14
+    assert _rows(DeltaTable.forPath(spark, path).toDF()) == sorted(
+        [(i, i * 10) for i in range(10) if i not in (1, 3)] + [(1, -1), (100, 7)]
+    )
+
+
+def test_format_delta_reads_and_writes(connect_spark, tmp_path):
+    spark = connect_spark
+    deltamerge.configure(spark)
+    try:
+        path = str(tmp_path / "fmt")
+        rows = [(1, "a", "x"), (2, "b", "y"), (3, "c", "x")]
+        df = spark.createDataFrame(rows, "id int, v string, p string")
+        df.write.format("delta").partitionBy("p").save(path)
+        assert snapshot_for(path).metadata.partition_columns == ("p",)
+        more = spark.createDataFrame([(4, "d", "y", 1.5)], "id int, v string, p string, extra double")
+        more.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+        read = spark.read.format("delta").load(path)
+        assert read.columns == ["id", "v", "p", "extra"]
+        assert read.count() == 4
+        assert spark.read.format("delta").option("versionAsOf", 0).load(path).count() == 3
+        assert spark.read.format("DELTA").load(path + "@v0").count() == 3
+
+        new = spark.createDataFrame([(10, "z", "x", None)], "id int, v string, p string, extra double")
+        new.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'x'").save(path)
+        after = spark.read.format("delta").load(path).select("id", "p")
+        assert _rows(after) == [(2, "y"), (4, "y"), (10, "x")]
+        last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+        assert last["operation"] == "WRITE" and last["operationParameters"]["predicate"] == '["p = \'x\'"]'
+
+        with pytest.raises(deltamerge.DeltaMergeError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+            new.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'y'").save(path)
+
+        cdf_path = str(tmp_path / "cdf")
+        df.write.format("delta").option("delta.enableChangeDataFeed", "true").save(cdf_path)
+        df.limit(1).write.format("delta").mode("append").save(cdf_path)
+        reader = spark.read.format("delta").option("readChangeFeed", "true")
+        feed = reader.option("startingVersion", 1).load(cdf_path)
+        assert _rows(feed.select("id", "_change_type", "_commit_version")) == [(1, "insert", 1)]
+
+        name = f"connect_tbl_{uuid.uuid4().hex[:8]}"
+        try:
+            df.write.format("delta").saveAsTable(name)
+            assert spark.read.table(name).count() == 3
+            assert spark.table(name).count() == 3
+            df.write.format("delta").mode("append").saveAsTable(name)
+            assert spark.read.option("versionAsOf", 0).table(name).count() == 3
+            assert DeltaTable.forName(spark, name).toDF().count() == 6
+            location = deltamerge.catalog.path_for_name(name)
+            assert os.path.basename(location) == name
+        finally:
+            location = deltamerge.catalog.path_for_name(name)
+            deltamerge.unregister_table(spark, name)
+            if location:
+                shutil.rmtree(location, ignore_errors=True)
+
+        other = str(tmp_path / "plain")
+        spark.range(3).write.format("parquet").save(other)  # other formats are untouched
+        assert spark.read.format("parquet").load(other).count() == 3
+        assert not os.path.exists(os.path.join(other, "_delta_log"))
+    finally:
+        deltamerge.unconfigure()
+    from pyspark.sql.connect.readwriter import DataFrameWriter
+
+    assert not getattr(DataFrameWriter.save, "__deltamerge_wrapped__", False)
