@@ -224,11 +224,6 @@ def test_timestamp_and_decimal_partitions(spark, tmp_path: Path, zone: str) -> N
         assert a["partition.flag"] == (pv["flag"] == "true")
 
 
-@pytest.mark.xfail(
-    reason="scan.partition_value_column: F.try_cast does not exist in PySpark 4.3 (Column.try_cast does), "
-    "and F.to_timestamp raises under ANSI for zone-less values instead of falling through (try_to_timestamp)",
-    strict=False,
-)
 def test_deltamerge_reads_timestamp_partitions(spark, tmp_path: Path) -> None:
     root = str(tmp_path / "typed")
     data = _typed_rows()
