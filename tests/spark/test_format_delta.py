@@ -1,0 +1,194 @@
+"""``format("delta")`` on classic PySpark after ``deltamerge.configure(spark)``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+
+import pytest
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.errors import DeltaMergeError, SchemaMismatchError, TableAlreadyExistsError
+from deltamerge.io import snapshot_for
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "id int, v string, p string"
+
+
+def _rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.fixture(scope="module")
+def dspark(spark):
+    deltamerge.configure(spark)
+    yield spark
+    deltamerge.unconfigure()
+
+
+@pytest.fixture
+def base(dspark):
+    return dspark.createDataFrame([(1, "a", "x"), (2, "b", "y"), (3, "c", "x")], SCHEMA)
+
+
+def _ops(spark, path):
+    return [r["operation"] for r in DeltaTable.forPath(spark, path).history().collect()]
+
+
+def test_save_modes_partitioning_and_time_travel(dspark, base, tmp_path):
+    path = str(tmp_path / "t")
+    base.write.format("delta").partitionBy("p").save(path)
+    snap = snapshot_for(path)
+    assert snap.metadata.partition_columns == ("p",)
+    assert _rows(dspark.read.format("delta").load(path)) == [(1, "a", "x"), (2, "b", "y"), (3, "c", "x")]
+
+    with pytest.raises(TableAlreadyExistsError):
+        base.write.format("delta").save(path)  # mode "error" by default
+    base.write.format("delta").mode("ignore").save(path)
+    assert snapshot_for(path).version == 0
+    base.limit(1).write.save(path, format="delta", mode="append")  # save()'s keyword arguments
+    assert dspark.read.format("delta").load(path).count() == 4
+    base.where("id = 2").write.format("delta").mode("overwrite").option("path", path).save()
+    assert _rows(dspark.read.load(path, format="delta")) == [(2, "b", "y")]
+
+    assert dspark.read.format("delta").option("versionAsOf", 0).load(path).count() == 3
+    assert dspark.read.format("delta").option("versionAsOf", "1").load(path).count() == 4
+    assert dspark.read.format("delta").load(path + "@v1").count() == 4
+    first = DeltaTable.forPath(dspark, path).history().collect()[-1]["timestamp"]
+    at = first.strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert dspark.read.format("delta").option("timestampAsOf", at).load(path).count() == 3
+    assert _ops(dspark, path) == ["WRITE", "WRITE", "WRITE"]
+    params = DeltaTable.forPath(dspark, path).history().collect()
+    assert [h["operationParameters"]["mode"] for h in params] == ["Overwrite", "Append", "ErrorIfExists"]
+
+
+def test_merge_schema_and_overwrite_schema_options(dspark, base, tmp_path):
+    path = str(tmp_path / "t")
+    base.write.format("delta").save(path)
+    wider = dspark.createDataFrame([(4, "d", "y", 1.5)], SCHEMA + ", extra double")
+    with pytest.raises(SchemaMismatchError):
+        wider.write.format("delta").mode("append").save(path)
+    wider.write.format("delta").mode("append").option("mergeSchema", True).save(path)
+    assert dspark.read.format("delta").load(path).columns == ["id", "v", "p", "extra"]
+
+    other = dspark.createDataFrame([("k", 1)], "key string, n int")
+    other.write.format("delta").mode("overwrite").options(overwriteSchema="true").partitionBy("key").save(path)
+    snap = snapshot_for(path)
+    assert [f["name"] for f in snap.metadata.schema["fields"]] == ["key", "n"]
+    assert snap.metadata.partition_columns == ("key",)
+    with pytest.raises(DeltaMergeError, match="DELTA_ILLEGAL_OPTION"):
+        other.write.format("delta").mode("append").option("mergeSchema", "maybe").save(path)
+
+
+def test_replace_where_is_one_commit_and_checks_the_data(dspark, base, tmp_path):
+    path = str(tmp_path / "t")
+    base.write.format("delta").partitionBy("p").option("delta.enableChangeDataFeed", "true").save(path)
+    assert snapshot_for(path).metadata.configuration["delta.enableChangeDataFeed"] == "true"
+    new = dspark.createDataFrame([(10, "z", "x"), (11, "w", "x")], SCHEMA)
+    new.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'x'").save(path)
+    assert _rows(dspark.read.format("delta").load(path)) == [(2, "b", "y"), (10, "z", "x"), (11, "w", "x")]
+    last = DeltaTable.forPath(dspark, path).history(1).collect()[0]
+    assert (last["version"], last["operation"]) == (1, "WRITE")
+    assert last["operationParameters"]["predicate"] == '["p = \'x\'"]'
+    assert last["operationMetrics"]["numDeletedRows"] == "2"
+    # The change feed sees exactly the replaced rows and the new ones.
+    feed = dspark.read.format("delta").options(readChangeFeed="true", startingVersion=1).load(path)
+    expected = [(1, "delete"), (3, "delete"), (10, "insert"), (11, "insert")]
+    assert _rows(feed.select("id", "_change_type")) == expected
+
+    with pytest.raises(DeltaMergeError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+        new.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'y'").save(path)
+    assert snapshot_for(path).version == 1
+
+    # A predicate on a data column rewrites the matching rows only.
+    upd = dspark.createDataFrame([(2, "B", "y")], SCHEMA)
+    upd.write.format("delta").mode("overwrite").option("replaceWhere", "id = 2").save(path)
+    assert _rows(dspark.read.format("delta").load(path)) == [(2, "B", "y"), (10, "z", "x"), (11, "w", "x")]
+
+
+def test_dynamic_partition_overwrite(dspark, base, tmp_path):
+    path = str(tmp_path / "t")
+    base.write.format("delta").partitionBy("p").save(path)
+    new = dspark.createDataFrame([(20, "q", "y"), (21, "r", "z")], SCHEMA)
+    new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
+    assert _rows(dspark.read.format("delta").load(path)) == [
+        (1, "a", "x"), (3, "c", "x"), (20, "q", "y"), (21, "r", "z"),
+    ]  # fmt: skip
+    assert snapshot_for(path).version == 1
+
+
+def test_change_feed_options(dspark, base, tmp_path):
+    path = str(tmp_path / "t")
+    base.write.format("delta").option("delta.enableChangeDataFeed", "true").save(path)
+    base.limit(1).write.format("delta").mode("append").save(path)
+    reader = dspark.read.format("delta").option("readChangeFeed", "true")
+    all_changes = reader.option("startingVersion", 0).option("endingVersion", 1).load(path)
+    assert all_changes.count() == 4
+    assert all_changes.columns[-3:] == ["_change_type", "_commit_version", "_commit_timestamp"]
+    same = deltamerge.read_changes(dspark, path, 0, 1)
+    assert _rows(all_changes) == _rows(same)
+    with pytest.raises(DeltaMergeError, match="DELTA_NO_START_FOR_CDC_READ"):
+        dspark.read.format("delta").option("readChangeFeed", "true").load(path)
+
+
+def test_save_as_table_and_read_table(dspark, base, tmp_path):
+    name = f"fmt_{uuid.uuid4().hex[:8]}"
+    try:
+        base.write.format("delta").saveAsTable(name)
+        location = deltamerge.catalog.path_for_name(name)
+        warehouse = dspark.conf.get("spark.sql.warehouse.dir")
+        assert location == os.path.join(deltamerge.io._abs(warehouse), name)
+        assert dspark.read.table(name).count() == 3
+        assert dspark.read.format("delta").table(name).count() == 3
+        assert dspark.sql(f"SELECT count(*) FROM {name}").collect()[0][0] == 3
+        with pytest.raises(TableAlreadyExistsError, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+            base.write.format("delta").saveAsTable(name)
+        base.write.format("delta").mode("append").saveAsTable(name)
+        assert dspark.read.option("versionAsOf", 0).table(name).count() == 3
+        assert DeltaTable.forName(dspark, name).toDF().count() == 6
+        assert dspark.read.table(f"delta.`{location}`").count() == 6
+        joined = dspark.read.table(name).join(dspark.range(1), "id").select(f"{name}.v")
+        assert joined.count() == 0  # the frame is aliased by the table name, as spark.table's
+    finally:
+        location = deltamerge.catalog.path_for_name(name)
+        deltamerge.unregister_table(dspark, name)
+        if location:
+            shutil.rmtree(location, ignore_errors=True)
+
+
+def test_reader_errors(dspark, base, tmp_path):
+    path = str(tmp_path / "t")
+    base.write.format("delta").save(path)
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_SCHEMA_DURING_READ"):
+        dspark.read.format("delta").schema("id int").load(path)
+    with pytest.raises(DeltaMergeError, match="DELTA_MISSING_DELTA_TABLE"):
+        dspark.read.format("delta").load(str(tmp_path / "nothing"))
+    with pytest.raises(Exception, match=r"(?i)save mode"):  # PySpark's own check of the mode name
+        base.write.format("delta").save(path, mode="sideways")
+
+
+def test_other_formats_untouched_and_configure_is_reversible(spark, tmp_path):
+    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+
+    deltamerge.configure(spark)
+    wrapped = DataFrameWriter.save
+    threads = [threading.Thread(target=deltamerge.configure, args=(spark,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert DataFrameWriter.save is wrapped  # idempotent, also from several threads
+    out = str(tmp_path / "pq")
+    spark.range(3).write.format("parquet").mode("overwrite").save(out)
+    assert spark.read.format("parquet").load(out).count() == 3
+    assert not os.path.exists(os.path.join(out, "_delta_log"))
+
+    deltamerge.configure(spark, enable=False)
+    assert not getattr(DataFrameWriter.save, "__deltamerge_wrapped__", False)
+    assert not getattr(DataFrameReader.load, "__deltamerge_wrapped__", False)
+    assert not deltamerge.configure.is_configured()
+    deltamerge.configure(spark)  # the module fixture's state for the remaining tests
