@@ -1,0 +1,196 @@
+"""``python -m bench.run --scale small|full``: generate data, run every scenario three ways, write the report.
+
+One process, one SparkSession (local[2]) shared by deltamerge and the raw-Spark floor; delta-rs runs
+in the same process. Each scenario runs ``--reps`` times per engine (interleaved: deltamerge, floor,
+delta-rs, deltamerge, ...), every run on a fresh copy of a pristine table. The report gives the run
+with the median wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict
+
+from bench import data, scenarios, snapshot_load, write_amp
+from bench.measure import load_note, machine_info, measure, median_run
+from bench.report import write_report
+
+DEFAULT_ROOT = os.environ.get("DM_BENCH_DIR", "/tmp/deltamerge-bench")
+
+PLANS = {
+    # scale name -> (data scales, scenario names per data scale or None for all)
+    "tiny": [("tiny", None)],
+    "small": [("small", None)],
+    "full": [("5M", None), ("20M", ["upsert_spread", "upsert_one_file"])],
+}
+
+
+def make_session(shuffle_partitions: int):  # type: ignore[no-untyped-def]
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("deltamerge-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "8g")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.driver.extraJavaOptions", "-XX:+UseG1GC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _gc(spark) -> None:  # type: ignore[no-untyped-def]
+    gc.collect()
+    spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+
+
+def run_scenario(spark, paths: dict[str, str], work: str, sc: scenarios.Scenario, reps: int, log) -> dict:  # type: ignore[no-untyped-def]
+    pristine = paths[sc.target]
+    source = paths[f"source_{sc.source}"]
+    touched = scenarios.touched_files(spark, pristine, source, sc)
+    candidates = scenarios.deltamerge_candidates(spark, pristine, source, sc)
+    results: dict[str, list] = {"deltamerge": [], "floor": [], "delta_rs": []}
+    facts: dict[str, dict] = {}
+    for rep in range(reps):
+        base = os.path.join(work, sc.key, str(rep))
+        # deltamerge
+        dm_table = os.path.join(base, "dm")
+        data.clone(pristine, dm_table)
+        _gc(spark)
+        stats, res = measure(lambda: scenarios.run_deltamerge(spark, dm_table, source, sc), dm_table)
+        f = scenarios.deltamerge_commit_facts(dm_table, candidates, sc.clauses == "insert")
+        stats.files_read, stats.bytes_read = f["files_read"], f["bytes_read"]
+        stats.extra = {"result": res, "metrics": f["metrics"]}
+        results["deltamerge"].append(stats)
+        log(f"  {sc.key} rep {rep} deltamerge {stats.seconds:.2f}s {res}")
+        # floor
+        out = os.path.join(base, "floor_out")
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        _gc(spark)
+        stats, res = measure(lambda: scenarios.run_floor(spark, pristine, touched, source, sc, os.path.join(out, "o")), out)
+        stats.files_read, stats.bytes_read = res["files_read"], res["bytes_read"]
+        results["floor"].append(stats)
+        log(f"  {sc.key} rep {rep} floor {stats.seconds:.2f}s")
+        # delta-rs
+        rs_table = os.path.join(base, "rs")
+        data.clone(pristine, rs_table)
+        _gc(spark)
+        stats, res = measure(lambda: scenarios.run_delta_rs(rs_table, source, sc), rs_table)
+        stats.files_read = res.get("num_target_files_scanned")
+        stats.extra = {"metrics": res}
+        results["delta_rs"].append(stats)
+        log(f"  {sc.key} rep {rep} delta-rs {stats.seconds:.2f}s")
+        shutil.rmtree(base, ignore_errors=True)
+    facts["touched_files"] = len(touched)
+    return {
+        "scenario": asdict(sc),
+        "key": sc.key,
+        "touched_files": len(touched),
+        "plan": candidates[2],
+        "runs": {k: [asdict(r) for r in v] for k, v in results.items()},
+        "median": {k: asdict(median_run(v)) for k, v in results.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--scale", choices=sorted(PLANS), default="small")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--root", default=DEFAULT_ROOT, help="where generated data and run copies live")
+    ap.add_argument("--only", nargs="*", help="scenario names to run (default: all of the scale)")
+    ap.add_argument("--skip-snapshot", action="store_true")
+    ap.add_argument("--skip-amp", action="store_true")
+    ap.add_argument("--output", help="report path (default: BENCHMARKS.md for full, <root>/BENCHMARKS-small.md for small)")
+    args = ap.parse_args(argv)
+    if args.reps < 3:
+        print("note: fewer than 3 repetitions; the report's medians are not the acceptance numbers", file=sys.stderr)
+
+    os.makedirs(args.root, exist_ok=True)
+    t_start = time.time()
+
+    def log(msg: str) -> None:
+        print(f"[{time.time() - t_start:7.1f}s] {msg}", flush=True)
+
+    output = args.output or ("BENCHMARKS.md" if args.scale == "full" else os.path.join(args.root, "BENCHMARKS-small.md"))
+    report: dict = {"scale": args.scale, "reps": args.reps, "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "scales": []}
+    plan = PLANS[args.scale]
+    shuffle = 8 if args.scale == "small" else 16
+    spark = make_session(shuffle)
+    report["spark_conf"] = {
+        k: spark.conf.get(k)
+        for k in ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
+    }
+    try:
+        for scale_name, names in plan:
+            scale = data.SCALES[scale_name]
+            log(f"scale {scale_name}: preparing data under {args.root}")
+            with load_note() as ln:
+                paths = data.prepare(spark, args.root, scale)
+            log(f"data ready (load {ln['before']:.2f} -> {ln['after']:.2f})")
+            if names is None and args.only:
+                names = args.only
+            elif args.only:
+                names = [n for n in names if n in args.only]
+            work = os.path.join(args.root, "work")
+            entry: dict = {"scale": asdict(scale), "scenarios": []}
+            # Warm-up (JIT, class loading): one untimed small merge of each kind.
+            if not entry["scenarios"]:
+                for sc in scenarios.all_scenarios(["upsert_one_file"]):
+                    warm = os.path.join(work, "warmup")
+                    data.clone(paths[sc.target], warm)
+                    scenarios.run_deltamerge(spark, warm, paths[f"source_{sc.source}"], sc)
+                    shutil.rmtree(warm, ignore_errors=True)
+            for sc in scenarios.all_scenarios(names):
+                with load_note() as ln:
+                    res = run_scenario(spark, paths, work, sc, args.reps, log)
+                res["load"] = ln
+                entry["scenarios"].append(res)
+                _save(report, entry, args.root)
+            if not args.skip_amp:
+                log("write amplification (DV, 1% of rows)")
+                entry["write_amp"] = write_amp.run(spark, paths, scale, work)
+                log(f"  {entry['write_amp']}")
+            report["scales"].append(entry)
+            _save(report, None, args.root)
+        if not args.skip_snapshot:
+            commits = 10_000
+            log_path = os.path.join(args.root, f"log_{commits}")
+            log("snapshot load: generating log (10k commits / 100k files, checkpoint every 10)")
+            snapshot_load.generate(log_path, commits=commits)
+            log("snapshot load: timing")
+            with load_note() as ln:
+                report["snapshot"] = snapshot_load.time_loads(log_path, reps=max(5, args.reps))
+            report["snapshot"]["load"] = ln
+            log(f"  {report['snapshot']}")
+    finally:
+        spark.stop()
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    report["wall_minutes"] = (time.time() - t_start) / 60
+    _save(report, None, args.root)
+    write_report(report, output)
+    log(f"wrote {output}")
+    return 0
+
+
+def _save(report: dict, partial: dict | None, root: str) -> None:
+    body = dict(report)
+    if partial is not None:
+        body = {**report, "scales": [*report["scales"], partial]}
+    with open(os.path.join(root, f"results-{report['scale']}.json"), "w") as f:
+        json.dump(body, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""The MERGE scenarios and their three implementations: deltamerge, delta-rs and the raw-Spark floor.
+
+The floor is the same physical work written by hand in PySpark with no transaction: it reads the
+same source files and exactly the target files the merge has to rewrite (found beforehand, untimed),
+runs one join of the same type on the same ON condition with the same per-row projection, and writes
+Parquet with the same output-file policy (whatever partitions the join produces; repartitioned by the
+partition column for a partitioned table, as deltamerge does). It writes no log, no statistics and
+no deletion vectors, and it does not have to find the touched files: that is what makes it a floor.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import deltamerge
+from deltamerge.log.snapshot import DeltaLog
+
+COLUMNS = ["id", "cat", "amount", "qty", "label", "ts"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    source: str  # source table kind (data.source_frame)
+    clauses: str  # "upsert" | "insert" | "replace"
+    condition: str
+    partitioned: bool = False
+    dv: bool = False
+
+    @property
+    def target(self) -> str:
+        return f"target{'_part' if self.partitioned else ''}{'_dv' if self.dv else ''}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}{'_dv' if self.dv else '_cow'}"
+
+    @property
+    def columns(self) -> list[str]:
+        return COLUMNS + (["day"] if self.partitioned else [])
+
+    @property
+    def floor_join(self) -> str:
+        """The join type deltamerge's rewriting job uses (delta_merge_spec.md §1.5 step 7)."""
+        if self.clauses == "insert":
+            return "left_anti"
+        if self.dv:
+            return "left" if self.clauses == "upsert" else "full"
+        return "full"
+
+
+PART_COND = "t.id = s.id AND t.day = s.day AND t.day >= '2024-01-09'"
+
+BASE = [
+    Scenario("upsert_spread", "upsert, source spread over all files", "upsert_spread", "upsert", "t.id = s.id"),
+    Scenario("upsert_one_file", "upsert touching 1 of 100 files", "upsert_one_file", "upsert", "t.id = s.id"),
+    Scenario("insert_only", "insert-only dedup (half new)", "insert_only", "insert", "t.id = s.id"),
+    Scenario("replace", "replace target with source (NOT MATCHED BY SOURCE DELETE)", "replace", "replace", "t.id = s.id"),
+    Scenario("partitioned", "partitioned target, partition predicate in ON", "partitioned", "upsert", PART_COND, partitioned=True),
+]
+
+
+def all_scenarios(names: list[str] | None = None) -> list[Scenario]:
+    out = []
+    for s in BASE:
+        if names and s.name not in names:
+            continue
+        out.append(s)
+        out.append(Scenario(s.name, s.title, s.source, s.clauses, s.condition, s.partitioned, dv=True))
+    return out
+
+
+# --- deltamerge ---------------------------------------------------------------------------------------
+
+
+def _builder(spark: SparkSession, table: str, source: str, sc: Scenario):  # type: ignore[no-untyped-def]
+    from deltamerge import DeltaTable
+
+    src = deltamerge.read(spark, source).alias("s")
+    m = DeltaTable.forPath(spark, table).alias("t").merge(src, sc.condition)
+    if sc.clauses in ("upsert", "replace"):
+        m = m.whenMatchedUpdateAll()
+    m = m.whenNotMatchedInsertAll()
+    if sc.clauses == "replace":
+        m = m.whenNotMatchedBySourceDelete()
+    return m
+
+
+def run_deltamerge(spark: SparkSession, table: str, source: str, sc: Scenario) -> dict:
+    DeltaLog.clear_cache()
+    row = _builder(spark, table, source, sc).execute().collect()[0]
+    return row.asDict()
+
+
+def deltamerge_candidates(spark: SparkSession, table: str, source: str, sc: Scenario) -> tuple[int, int, str]:
+    """``(files, bytes)`` deltamerge's first job reads after data skipping, from its ``explain()``."""
+    import re
+
+    DeltaLog.clear_cache()
+    text = _builder(spark, table, source, sc).explain()
+    m = re.search(r"target files after skipping: (\d+) \((\d+) bytes\)", text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2)), text
+
+
+def deltamerge_commit_facts(table: str, candidates: tuple[int, int, str], insert_only: bool) -> dict:
+    """What the MERGE commit says: metrics, and the files the merge read (job 1 + job 2)."""
+    DeltaLog.clear_cache()
+    log = DeltaLog.for_table(table)
+    v = log.update().version
+    actions = log.read_commit(v)
+    info = next(a for a in actions if type(a).__name__ == "CommitInfo")
+    metrics = dict(info.raw.get("operationMetrics") or {})
+    removes = [a for a in actions if type(a).__name__ == "RemoveFile"]
+    files_read = candidates[0] + (0 if insert_only else len(removes))
+    bytes_read = candidates[1] + (0 if insert_only else sum(r.size or 0 for r in removes))
+    return {"metrics": metrics, "files_read": files_read, "bytes_read": bytes_read}
+
+
+# --- delta-rs -----------------------------------------------------------------------------------------
+
+
+def run_delta_rs(table: str, source: str, sc: Scenario) -> dict:
+    from deltalake import DeltaTable
+
+    src = DeltaTable(source).to_pyarrow_table()
+    m = DeltaTable(table).merge(src, sc.condition, source_alias="s", target_alias="t")
+    if sc.clauses in ("upsert", "replace"):
+        m = m.when_matched_update_all()
+    m = m.when_not_matched_insert_all()
+    if sc.clauses == "replace":
+        m = m.when_not_matched_by_source_delete()
+    return m.execute()
+
+
+# --- the raw-Spark floor ------------------------------------------------------------------------------
+
+
+def data_files(table: str) -> list[str]:
+    """Absolute paths of a table's live data files (pristine tables have no removes)."""
+    DeltaLog.clear_cache()
+    snap = DeltaLog.for_table(table).update()
+    from deltamerge.spark.scan import absolute_file_path
+
+    return [absolute_file_path(table, f.path) for f in snap.files]
+
+
+def touched_files(spark: SparkSession, table: str, source: str, sc: Scenario) -> list[str]:
+    """The target files some source row matches on the ON condition (untimed set-up for the floor).
+
+    For a NOT MATCHED BY SOURCE merge every file is touched (every row is matched or deleted); for
+    insert-only, every candidate file is read by the anti join.
+    """
+    files = data_files(table)
+    if sc.clauses in ("replace", "insert"):
+        return files
+    t = _read_target(spark, table, files).withColumn("__file", F.input_file_name())
+    s = spark.read.parquet(*data_files(source))
+    joined = s.alias("s").join(t.alias("t"), F.expr(sc.condition), "inner")
+    found = {r[0] for r in joined.select("t.__file").distinct().collect()}
+    by_uri = {"file:" + p: p for p in files}
+    return sorted(by_uri.get(u, u.removeprefix("file:")) for u in found)
+
+
+def _read_target(spark: SparkSession, table: str, files: list[str]) -> DataFrame:
+    # Partition values come from the directory names (Hive layout), the hand-written way.
+    return spark.read.option("basePath", table).parquet(*files)
+
+
+def run_floor(spark: SparkSession, table: str, files: list[str], source: str, sc: Scenario, out: str) -> dict:
+    s = spark.read.parquet(*data_files(source)).withColumn("__sp", F.lit(True))
+    cols = sc.columns
+    if sc.clauses == "insert":
+        t = _read_target(spark, table, files).select("id")
+        result = s.alias("s").join(t.alias("t"), F.expr(sc.condition), "left_anti").select(*cols)
+    else:
+        t = _read_target(spark, table, files).withColumn("__tp", F.lit(True))
+        joined = s.alias("s").join(t.alias("t"), F.expr(sc.condition), sc.floor_join)
+        sp = F.col("s.__sp").isNotNull()
+        if sc.clauses == "replace":
+            # matched -> update, source only -> insert, target only -> delete: the source rows.
+            joined = joined.where(sp)
+        # copy-on-write: matched -> source values, target only -> copied; DV mode: only changed rows.
+        result = joined.select(*[F.when(sp, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in cols])
+    writer = (result.repartition("day") if sc.partitioned else result).write.mode("overwrite")
+    if sc.partitioned:
+        writer = writer.partitionBy("day")
+    writer.parquet(out)
+    return {"files_read": len(files), "bytes_read": sum(os.path.getsize(f) for f in files)}
+
+
+def parquet_rows(paths: list[str]) -> int:
+    return sum(pq.read_metadata(p).num_rows for p in paths)
+
+
+def dir_parquet(path: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
+
+
+def delta_rs_facts(metrics: dict) -> dict:
+    return {"files_read": metrics.get("num_target_files_scanned"), "metrics": json.loads(json.dumps(metrics, default=str))}
