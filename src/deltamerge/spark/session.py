@@ -61,10 +61,40 @@ def prepare_session(spark: SparkSession) -> None:
 
 _TAG_CLEAN = re.compile(r"[^A-Za-z0-9_.-]+")
 
+PhaseListener = Callable[[str, bool], None]
+_PHASE_LISTENERS: list[PhaseListener] = []
+
+
+@contextlib.contextmanager
+def phase_listener(listener: PhaseListener) -> Iterator[None]:
+    """Call ``listener(description, started)`` when a ``job_phase`` starts and ends, in any thread
+    (progress displays, e.g. the CLI's; works on Classic and Connect alike)."""
+    _PHASE_LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _PHASE_LISTENERS.remove(listener)
+
+
+def _notify(description: str, started: bool) -> None:
+    for listener in list(_PHASE_LISTENERS):
+        with contextlib.suppress(Exception):  # a display must never break the operation
+            listener(description, started)
+
 
 @contextlib.contextmanager
 def job_phase(spark: SparkSession, description: str) -> Iterator[None]:
     """Run the body's Spark jobs under a description visible in the Spark UI (a tag on Connect)."""
+    _notify(description, True)
+    try:
+        with _describe_jobs(spark, description):
+            yield
+    finally:
+        _notify(description, False)
+
+
+@contextlib.contextmanager
+def _describe_jobs(spark: SparkSession, description: str) -> Iterator[None]:
     if is_connect(spark):
         tag = _TAG_CLEAN.sub("_", description)[:100] or "deltamerge"
         spark.addTag(tag)
