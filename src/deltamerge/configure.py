@@ -485,7 +485,8 @@ def delta_save(
             f"Invalid value '{dynamic}' for option 'partitionOverwriteMode', must be 'static' or 'dynamic'.",
             error_class="DELTA_ILLEGAL_OPTION",
         )
-    if key == "overwrite" and DeltaLog.for_table(_abs(path)).exists():
+    exists = DeltaLog.for_table(_abs(path)).exists()
+    if key == "overwrite" and exists:
         if replace_where is not None and replace_where.strip():
             if overwrite_schema:
                 raise InvalidArgumentError(
@@ -503,8 +504,10 @@ def delta_save(
             return _replace(df, path, partition_by, merge_schema, predicate=None)
     elif key == "overwrite" and replace_where:
         df = _checked_against(df, replace_where)
-    # delta-spark takes "delta."-prefixed writer options as table properties of a new table.
-    configuration = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
+    # A new table takes spark.databricks.delta.properties.defaults.* and "delta."-prefixed writer
+    # options as table properties.
+    configuration = {} if exists else _default_properties(spark)
+    configuration.update({k: v for k, v in options.items() if k.lower().startswith("delta.")})
     try:
         return write(
             df,
@@ -518,6 +521,19 @@ def delta_save(
     except Exception as e:
         _raise_if_mismatch(e, replace_where)
         raise
+
+
+_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+
+
+def _default_properties(spark: Any) -> dict[str, str]:
+    """Delta's session defaults for the properties of new tables, as ``delta.<key>`` properties."""
+    try:
+        settings = dict(spark.conf.getAll)
+    except Exception:
+        return {}
+    n = len(_DEFAULTS_PREFIX)
+    return {"delta." + k[n:]: str(v) for k, v in settings.items() if k.startswith(_DEFAULTS_PREFIX)}
 
 
 def _abs(path: str) -> str:
