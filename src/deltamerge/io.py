@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from deltamerge.constraints import enforced_write
 from deltamerge.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
 from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.protocol import check_can_read, check_can_write
@@ -178,7 +179,7 @@ def write(
     meta = txn.metadata
     assert meta is not None
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
-    written = write_parquet(data, root, parts, timestamp_partition_columns=ts_parts)
+    written = enforced_write(write_parquet, data, schema, meta.configuration, root, parts, timestamp_partition_columns=ts_parts)
     adds = to_add_files(root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark))
     actions: list[Action] = list(adds)
     if exists and overwrite:

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from deltamerge import catalog
 from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
+from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.predicates import DIALECT, column_parts, to_sql
@@ -184,6 +185,12 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)
     path, target_alias, _name = _target(statement.this)
+    if not DeltaLog.for_table(path).exists():
+        raise TableNotFoundError(
+            f"`{path}` is not a Delta table: MERGE INTO needs an existing table. Create it with "
+            "deltamerge.write(...) first, or check the path.",
+            error_class="DELTA_MISSING_DELTA_TABLE",
+        )
     _refresh_names(spark, statement)
     source, source_alias = _source(spark, statement)
     spec = MergeSpec(

@@ -12,6 +12,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from deltamerge.constraints import enforced_write
 from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
@@ -75,7 +76,9 @@ class MergeContext:
             df = df.repartition(*[F.col(f"`{p}`") for p in parts])
         schema_json = to_delta_schema(self.rm.final_schema)
         ts_parts = [f.name for f in self.rm.final_schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
-        written = write_parquet(df, self.table_root, parts, timestamp_partition_columns=ts_parts)
+        written = enforced_write(
+            write_parquet, df, self.rm.final_schema, self.configuration, self.table_root, parts, timestamp_partition_columns=ts_parts
+        )
         self.written_paths += [w.relative_path for w in written]
         adds = to_add_files(
             self.table_root,

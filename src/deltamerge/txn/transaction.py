@@ -17,11 +17,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import (
@@ -59,6 +62,12 @@ from deltamerge.txn.conflicts import (
 from deltamerge.txn.operations import DEFAULT_ENGINE_INFO, Operation, build_commit_info
 
 logger = logging.getLogger(__name__)
+
+#: Crash-test hook (tests/reliability): ``DELTAMERGE_FAULT=<point>`` in a writer's environment makes
+#: :func:`_fault` SIGKILL that process at the named point. Read once at import; unset, every
+#: ``_fault(...)`` call is a single comparison.
+FAULT_POINTS = ("before_commit_write", "after_tmp_write_before_link", "before_checkpoint", "mid_checkpoint")
+_FAULT_POINT = os.environ.get("DELTAMERGE_FAULT") or None
 
 ConfSource = Mapping[str, str] | Callable[[str], "str | None"]
 _FILE_ACTIONS = (AddFile, RemoveFile, AddCDCFile)
@@ -308,6 +317,7 @@ class OptimisticTransaction:
         payload += list(self._app_txns.values())
         payload += actions
         data = serialize_commit(payload)
+        _fault("before_commit_write")  # data files are written, the log has nothing yet
 
         all_txns = [a for a in payload if isinstance(a, SetTransaction)]
         info = TransactionInfo(
@@ -337,6 +347,7 @@ class OptimisticTransaction:
         max_attempts = self._max_attempts()
         for attempt in range(1, max_attempts + 1):
             try:
+                _fault("after_tmp_write_before_link", store, filenames.commit_name(version), data)
                 store.write_exclusive(filenames.commit_name(version), data)
                 if attempt > 1:
                     logger.info("Committed version %d after %d attempts", version, attempt)
@@ -361,9 +372,38 @@ class OptimisticTransaction:
             interval = TableProperties.CHECKPOINT_INTERVAL.get(metadata.configuration)
             self.log.update()
             if version > 0 and interval > 0 and version % interval == 0:
-                self.log.checkpoint(self.log.snapshot(version))
+                snapshot = self.log.snapshot(version)
+                _fault("before_checkpoint")  # the commit landed, its checkpoint is due
+                _fault("mid_checkpoint", self.log.store, filenames.checkpoint_name(version), snapshot)
+                self.log.checkpoint(snapshot)
         except Exception:  # post-commit work is best effort by design
             logger.warning("Post-commit work (checkpoint) failed for version %d", version, exc_info=True)
+
+
+def _fault(point: str, store: Any = None, name: str = "", payload: Any = None) -> None:
+    """Kill this process with SIGKILL at ``point`` when ``DELTAMERGE_FAULT`` names it (crash tests only).
+
+    Points: ``before_commit_write`` (data files written, nothing in the log);
+    ``after_tmp_write_before_link`` (the store's temp file for commit ``name`` is written and fsynced,
+    the ``link`` that publishes it is not made); ``before_checkpoint`` (the commit landed, its
+    checkpoint is due); ``mid_checkpoint`` (the first half of the checkpoint Parquet sits at its final
+    name and ``_last_checkpoint`` is not updated: a torn checkpoint, as a store without atomic
+    overwrite can leave it).
+    """
+    if point != _FAULT_POINT:
+        return
+    if point == "after_tmp_write_before_link" and hasattr(store, "_write_temp"):
+        store._write_temp(name, payload)  # write_exclusive's first step (LocalLogStore)
+    elif point == "mid_checkpoint" and isinstance(payload, Snapshot):
+        from deltamerge.log.checkpoint import checkpoint_rows, encode_checkpoint
+
+        snap = payload
+        txns, domains = snap.transactions.values(), snap.domains.values()
+        data = encode_checkpoint(
+            checkpoint_rows(snap.protocol, snap.metadata, txns, domains, snap.files, snap.tombstones)
+        )
+        store.write(name, data[: len(data) // 2])
+    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 def _conf_str(value: object) -> str:

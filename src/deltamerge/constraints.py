@@ -1,0 +1,288 @@
+"""Write-time constraints: NOT NULL columns, CHECK constraints and column invariants.
+
+Every row a write puts into a data file (``deltamerge.write`` appends and overwrites, MERGE's
+rewritten, updated and inserted rows) is checked against
+
+- **NOT NULL**: fields of the table schema with ``nullable: false``, nested struct fields included
+  (a nested field is only required while its parents are non-null), array elements with
+  ``containsNull: false`` and map values with ``valueContainsNull: false``, as delta-spark's
+  ``Invariants.getFromSchema``;
+- **CHECK constraints**: table properties ``delta.constraints.<name> = <SQL expression>``;
+- **column invariants**: the legacy ``delta.invariants`` field metadata,
+  ``{"expression": {"expression": "<SQL expression>"}}``, named ``EXPRESSION(<expr>)``.
+
+As in delta-spark (``CheckDeltaInvariant``), a CHECK or invariant expression that evaluates to NULL
+is a violation, not a pass.
+
+The check is Spark-native: one ``CASE WHEN <violated> THEN raise_error(...)`` wrapped around the first
+written column, evaluated in the same job that writes the files (a projection, so the optimizer can
+neither prune it nor push it below a join onto rows that are not written). Spark reports the
+violation as a failed job; :func:`enforced_write` turns that into
+:class:`~deltamerge.errors.InvariantViolationError` with Delta's error class and message. The write
+aborts before its staged files are moved into the table, so nothing is committed and no file stays.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+
+from deltamerge.errors import AnalysisError, InvariantViolationError
+
+CONSTRAINT_PREFIX = "delta.constraints."
+INVARIANTS_FIELD = "delta.invariants"
+
+_MARK = "<<DM_CONSTRAINT:"
+_END = "<<DM_CONSTRAINT_END>>"
+_PAYLOAD = re.compile(re.escape(_MARK) + r"(\d+)>>(.*?)" + re.escape(_END), re.DOTALL)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One rule every written row must satisfy."""
+
+    kind: str  # "not_null" or "check"
+    name: str  # column path for NOT NULL; constraint name (or EXPRESSION(...)) for CHECK
+    expression: str  # SQL that is TRUE for a valid row
+    columns: tuple[str, ...] = ()  # columns whose values a CHECK violation reports
+
+    def message(self, values: Mapping[str, Any]) -> str:
+        """Delta's message for a violation with the reported column values."""
+        if self.kind == "not_null":
+            return f"NOT NULL constraint violated for column: {self.name}."
+        lines = "".join(f"\n - {c} : {_show(values.get(c))}" for c in self.columns)
+        return f"CHECK constraint {self.name} ({self.expression}) violated by row with values:{lines}"
+
+    def error(self, values: Mapping[str, Any]) -> InvariantViolationError:
+        """The error raised for a violation."""
+        hint = " Fix the data before writing it (rows that violate a table constraint are never written)" + (
+            f", or remove the constraint by unsetting the table property '{CONSTRAINT_PREFIX}{self.name}'."
+            if self.kind == "check" and not self.name.startswith("EXPRESSION(")
+            else "."
+        )
+        if self.kind == "not_null":
+            return InvariantViolationError(
+                self.message(values) + hint,
+                error_class="DELTA_NOT_NULL_CONSTRAINT_VIOLATED",
+                sql_state="23502",
+            )
+        return InvariantViolationError(self.message(values) + "\n" + hint.strip())
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _not_null_rules(
+    dtype: DataType, path: list[str], extraction: str, depth: int
+) -> list[tuple[list[str], str]]:
+    """(field path, SQL true for valid rows), as delta-spark's ``traverseNullCheckExpressions``."""
+    rules: list[tuple[list[str], str]] = []
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            child_path = [*path, f.name]
+            child = f"{extraction}.{_q(f.name)}" if extraction else _q(f.name)
+            nested = _not_null_rules(f.dataType, child_path, child, depth)
+            if not f.nullable:
+                rules.append((child_path, f"{child} IS NOT NULL"))
+            else:
+                nested = [(p, f"({child} IS NULL OR {e})") for p, e in nested]
+            rules += nested
+    elif isinstance(dtype, ArrayType):
+        var = f"__dm_e{depth}"
+        nested = _not_null_rules(dtype.elementType, [*path, "element"], var, depth + 1)
+        if not dtype.containsNull:
+            rules.append(([*path, "element"], f"forall({extraction}, {var} -> {var} IS NOT NULL)"))
+        else:
+            nested = [(p, f"({var} IS NULL OR {e})") for p, e in nested]
+        rules += [(p, f"forall({extraction}, {var} -> {e})") for p, e in nested]
+    elif isinstance(dtype, MapType):
+        kvar, vvar = f"__dm_k{depth}", f"__dm_v{depth}"
+        keys = _not_null_rules(dtype.keyType, [*path, "key"], kvar, depth + 1)
+        values = _not_null_rules(dtype.valueType, [*path, "value"], vvar, depth + 1)
+        if not dtype.valueContainsNull:
+            rules.append(
+                ([*path, "value"], f"forall(map_values({extraction}), {vvar} -> {vvar} IS NOT NULL)")
+            )
+        else:
+            values = [(p, f"({vvar} IS NULL OR {e})") for p, e in values]
+        rules += [(p, f"forall(map_keys({extraction}), {kvar} -> {e})") for p, e in keys]
+        rules += [(p, f"forall(map_values({extraction}), {vvar} -> {e})") for p, e in values]
+    return rules
+
+
+def _referenced_columns(expression: str) -> tuple[str, ...]:
+    from deltamerge.predicates import column_parts, column_references, parse_expression
+
+    try:
+        refs = column_references(parse_expression(expression))
+    except Exception:  # the expression is reported as written; values are a convenience
+        return ()
+    out: list[str] = []
+    for ref in refs:
+        try:
+            name = ".".join(column_parts(ref))
+        except ValueError:
+            continue
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _invariants(schema: StructType, prefix: list[str]) -> list[Constraint]:
+    out: list[Constraint] = []
+    for f in schema.fields:
+        raw = (f.metadata or {}).get(INVARIANTS_FIELD)
+        if raw is not None:
+            try:
+                rule = json.loads(raw) if isinstance(raw, str) else raw
+                expression = rule["expression"]["expression"]
+                if not isinstance(expression, str):
+                    raise TypeError(expression)
+            except (ValueError, KeyError, TypeError):
+                raise AnalysisError(
+                    f"Unrecognized invariant {raw!r} on column {'.'.join([*prefix, f.name])}: expected "
+                    '{"expression": {"expression": "<SQL>"}} in the field metadata \'delta.invariants\'. '
+                    "Fix or remove the field metadata.",
+                    error_class="DELTA_UNRECOGNIZED_INVARIANT",
+                ) from None
+            out.append(
+                Constraint("check", f"EXPRESSION({expression})", expression, _referenced_columns(expression))
+            )
+        if isinstance(f.dataType, StructType):  # delta-spark does not look into arrays and maps here
+            out += _invariants(f.dataType, [*prefix, f.name])
+    return out
+
+
+def constraints_of(schema: StructType, configuration: Mapping[str, str]) -> list[Constraint]:
+    """Every constraint of a table: NOT NULL fields, then CHECK constraints, then invariants."""
+    rules = [
+        Constraint("not_null", ".".join(path), expression)
+        for path, expression in _not_null_rules(schema, [], "", 0)
+    ]
+    for key in sorted(configuration):
+        if key.lower().startswith(CONSTRAINT_PREFIX):
+            name = key[len(CONSTRAINT_PREFIX) :]
+            expression = str(configuration[key])
+            rules.append(Constraint("check", name, expression, _referenced_columns(expression)))
+    return rules + _invariants(schema, [])
+
+
+def _payload(index: int, rule: Constraint) -> Column:
+    if rule.columns:
+        values = F.to_json(
+            F.struct(*[F.expr(".".join(_q(p) for p in c.split("."))).alias(c) for c in rule.columns]),
+            {"ignoreNullFields": "false"},
+        )
+    else:
+        values = F.lit("{}")
+    return F.concat(F.lit(f"{_MARK}{index}>>"), values, F.lit(_END))
+
+
+def _checked(df: DataFrame, rules: list[Constraint]) -> DataFrame:
+    first = df.columns[0]
+    guarded: Column | None = None
+    for i, rule in enumerate(rules):
+        violated = ~F.coalesce(F.expr(f"({rule.expression})"), F.lit(False))
+        error = F.raise_error(_payload(i, rule))
+        guarded = F.when(violated, error) if guarded is None else guarded.when(violated, error)
+    assert guarded is not None
+    cols = [guarded.otherwise(F.col(_q(first))).alias(first)] + [F.col(_q(c)) for c in df.columns[1:]]
+    return df.select(*cols)
+
+
+def enforce(df: DataFrame, schema: StructType, configuration: Mapping[str, str]) -> DataFrame:
+    """``df`` with the table's constraints checked on every row when it is written.
+
+    ``df`` has the table's column names (``schema``, the table schema as written). Without
+    constraints ``df`` is returned unchanged. A constraint that cannot be evaluated (unknown
+    column, bad SQL) is an :class:`AnalysisError` naming it.
+    """
+    rules = constraints_of(schema, configuration)
+    if not rules or not df.columns:
+        return df
+    try:
+        return _checked(df, rules)
+    except Exception as e:
+        from pyspark.errors import PySparkException
+
+        if not isinstance(e, PySparkException):
+            raise
+        # Find the culprit to name it.
+        for rule in rules:
+            try:
+                _checked(df, [rule])
+            except PySparkException as inner:
+                what = (
+                    f"NOT NULL on {rule.name}" if rule.kind == "not_null" else f"CHECK constraint {rule.name}"
+                )
+                raise AnalysisError(
+                    f"The table constraint {what} ({rule.expression}) cannot be evaluated against the "
+                    f"written columns: {str(inner).splitlines()[0]} Fix the constraint (table property "
+                    f"'{CONSTRAINT_PREFIX}<name>' or field metadata '{INVARIANTS_FIELD}') or drop it.",
+                    error_class="DELTA_INVALID_CHECK_CONSTRAINT_REFERENCES",
+                ) from None
+        raise
+
+
+def violation_from(
+    error: BaseException, schema: StructType, configuration: Mapping[str, str]
+) -> InvariantViolationError | None:
+    """The constraint violation a failed Spark write reports, or None for any other failure."""
+    match = _PAYLOAD.search(str(error))
+    if match is None:
+        return None
+    rules = constraints_of(schema, configuration)
+    index = int(match.group(1))
+    if index >= len(rules):
+        return None
+    try:
+        values = json.loads(match.group(2))
+    except ValueError:
+        values = {}
+    return rules[index].error(values if isinstance(values, dict) else {})
+
+
+def enforced_write(
+    write: Callable[..., T],
+    df: DataFrame,
+    schema: StructType,
+    configuration: Mapping[str, str],
+    *args: Any,
+    **kwargs: Any,
+) -> T:
+    """``write(enforce(df, ...), *args, **kwargs)``, a violation raised as :class:`InvariantViolationError`.
+
+    This is the hook of the write choke points (``deltamerge.write`` and ``MergeContext.write``):
+    the writer's own cleanup runs first (staged files are removed), then the Spark job failure is
+    replaced by Delta's error.
+    """
+    checked = enforce(df, schema, configuration)
+    if checked is df:
+        return write(df, *args, **kwargs)
+    try:
+        return write(checked, *args, **kwargs)
+    except Exception as e:
+        violation = violation_from(e, schema, configuration)
+        if violation is None:
+            raise
+        raise violation from None
