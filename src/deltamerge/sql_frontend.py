@@ -210,7 +210,9 @@ def run_sql(spark: SparkSession, text: str) -> DataFrame:
     body = _EXPLAIN.sub("", text, count=1) if explain else text
     parsed = parse_merge(spark, body)
     if parsed is None:
-        return spark.sql(text)
+        from deltamerge.sql_statements import run_statement
+
+        return run_statement(spark, text)  # UPDATE, DELETE, CREATE TABLE, ... or spark.sql
     path, spec = parsed
     from deltamerge.merge.command import explain_merge, run_merge
 

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import (
@@ -27,6 +28,9 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import DeltaMergeBuilder, dataframe_alias, validate_merge_args
 from deltamerge.merge.clauses import MergeSpec
 from deltamerge.spark.session import conf_getter
+
+if TYPE_CHECKING:
+    from deltamerge.builders import DeltaOptimizeBuilder, DeltaTableBuilder
 
 HISTORY_SCHEMA = StructType(
     [
@@ -229,3 +233,78 @@ class DeltaTable:
         from deltamerge.merge.command import explain_merge
 
         return explain_merge(self._spark, self._path, spec)
+
+    # --- DELETE / UPDATE (on the MERGE machinery, see deltamerge.dml) ----------------------------------
+
+    def _target_alias(self) -> str | None:
+        return self._alias or (self._name.split(".")[-1] if self._name else None)
+
+    def delete(self, condition: str | Column | None = None) -> None:
+        """Delete the rows matching ``condition`` (every row when None)."""
+        from deltamerge.dml import check_condition_arg, delete
+
+        check_condition_arg(condition)
+        delete(self._spark, self._path, condition, target_alias=self._target_alias())
+
+    def update(
+        self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
+    ) -> None:
+        """Set columns (``set``: column -> SQL text or Column) of the rows matching ``condition``."""
+        from deltamerge.dml import check_condition_arg, check_set_arg, update
+
+        values = check_set_arg(set)
+        check_condition_arg(condition)
+        update(self._spark, self._path, condition, values, target_alias=self._target_alias())
+
+    # --- CREATE / REPLACE, RESTORE, OPTIMIZE (see deltamerge.builders) --------------------------------
+
+    @classmethod
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """Builder for CREATE TABLE (error if the table exists)."""
+        return _builder(sparkSession, "create")
+
+    @classmethod
+    def createIfNotExists(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """Builder for CREATE TABLE IF NOT EXISTS."""
+        return _builder(sparkSession, "createIfNotExists")
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """Builder for REPLACE TABLE (error if the table does not exist)."""
+        return _builder(sparkSession, "replace")
+
+    @classmethod
+    def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """Builder for CREATE OR REPLACE TABLE."""
+        return _builder(sparkSession, "createOrReplace")
+
+    def restoreToVersion(self, version: int) -> DataFrame:
+        """Restore the table to an older version; returns the RESTORE metrics row."""
+        from deltamerge.builders import restore
+
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError(f"version needs to be an int but got '{type(version)}'.")
+        return restore(self._spark, self._path, version=version)
+
+    def restoreToTimestamp(self, timestamp: str) -> DataFrame:
+        """Restore the table to the version current at ``timestamp`` (``yyyy-MM-dd[ HH:mm:ss]``)."""
+        from deltamerge.builders import restore
+
+        if not isinstance(timestamp, str):
+            raise ValueError(f"timestamp needs to be a string but got '{type(timestamp)}'.")
+        return restore(self._spark, self._path, timestamp=timestamp)
+
+    def optimize(self) -> DeltaOptimizeBuilder:
+        """Builder for OPTIMIZE: ``.where(partition_filter)``, then ``.executeCompaction()``."""
+        from deltamerge.builders import DeltaOptimizeBuilder
+
+        return DeltaOptimizeBuilder(self._spark, self._path)
+
+
+def _builder(spark: SparkSession | None, mode: str) -> DeltaTableBuilder:
+    from deltamerge.builders import DeltaTableBuilder
+
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        raise InvalidArgumentError("No active SparkSession: pass one to DeltaTable.create(spark).")
+    return DeltaTableBuilder(session, mode)

@@ -1,0 +1,475 @@
+"""Delta SQL statements beyond MERGE, for ``deltamerge.sql``.
+
+``run_statement`` runs what Delta Lake adds to Spark SQL and passes everything else to
+``spark.sql``:
+
+* ``UPDATE``, ``DELETE FROM`` (sqlglot), run by ``deltamerge.dml``;
+* ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
+  with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
+* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``DESCRIBE HISTORY t [LIMIT n]``,
+  ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS]``, ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP
+  AS OF ...``, ``OPTIMIZE t [WHERE ...]`` (a regular-expression front: sqlglot does not parse them);
+* queries reading ``table_changes('t', start[, end])`` / ``table_changes_by_path(...)``: each call
+  becomes a temporary view over ``deltamerge.read_changes`` and Spark runs the query.
+
+A table ``t`` is a name registered with ``deltamerge.register_table`` (or created by CREATE TABLE),
+``delta.`/path``` or, where Delta allows it, a quoted path.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType, StructField, StructType
+from sqlglot import exp
+
+from deltamerge import catalog
+from deltamerge.config import parse_bool
+from deltamerge.errors import (
+    AnalysisError,
+    InvalidArgumentError,
+    ParseError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from deltamerge.merge.clauses import Assignment
+from deltamerge.predicates import DIALECT, column_parts, to_sql
+
+__all__ = ["run_statement"]
+
+_IDENT = r"[A-Za-z_]\w*|`(?:[^`]|``)+`"
+_TABLE = (
+    r"(?P<table>delta\s*\.\s*`(?:[^`]|``)+`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|"
+    rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*)"
+)
+_F = re.IGNORECASE | re.DOTALL
+_HISTORY = re.compile(rf"(?:DESC|DESCRIBE)\s+HISTORY\s+{_TABLE}(?:\s+LIMIT\s+(?P<limit>\d+))?", _F)
+_DETAIL = re.compile(rf"(?:DESC|DESCRIBE)\s+DETAIL\s+{_TABLE}", _F)
+_VACUUM = re.compile(
+    rf"VACUUM\s+{_TABLE}(?:\s+(?P<mode>LITE|FULL))?(?:\s+RETAIN\s+(?P<hours>[0-9.]+)\s+HOURS?)?(?P<dry>\s+DRY\s+RUN)?",
+    _F,
+)
+_RESTORE = re.compile(
+    rf"RESTORE\s+(?:TABLE\s+)?{_TABLE}\s+(?:TO\s+)?(?P<kind>VERSION|TIMESTAMP)\s+AS\s+OF\s+(?P<value>.+)", _F
+)
+_OPTIMIZE = re.compile(
+    rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?", _F
+)
+_ALTER = re.compile(rf"ALTER\s+TABLE\s+{_TABLE}\s+(?P<rest>.+)", _F)
+_SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _F)
+_UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", _F)
+_DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", _F)
+_CREATE = re.compile(r"(?P<head>(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE)\s", _F)
+_USING_DELTA = re.compile(r"\bUSING\s+delta\b", re.IGNORECASE)
+_TABLE_CHANGES = re.compile(r"\btable_changes(?P<by_path>_by_path)?\s*\(", re.IGNORECASE)
+_COMMENTS = re.compile(r"^\s*(?:--[^\n]*\n|/\*.*?\*/)\s*", re.DOTALL)
+_LITERAL = re.compile(r"\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[-+]?\d+|[\w.`]+)\s*")
+_PROP = re.compile(
+    r"\s*(?P<key>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]+`|[\w.]+)"
+    r"(?:\s*=?\s*(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w.+-]+))?\s*(?:,|$)",
+    re.DOTALL,
+)
+
+
+def _empty(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], StructType([]))
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return re.sub(r"\\(.)", r"\1", text[1:-1])
+    if len(text) >= 2 and text[0] == text[-1] == "`":
+        return text[1:-1].replace("``", "`")
+    return text
+
+
+# --- tables ----------------------------------------------------------------------------------------
+
+
+def _lookup(name: str) -> str | None:
+    parts = [p for p in name.split(".") if p]
+    while len(parts) > 1 and parts[0].lower() in ("spark_catalog", "default"):
+        parts = parts[1:]
+    return catalog.path_for_name(".".join(parts))
+
+
+def _resolve(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
+    """(path, name) of a table reference in statement text."""
+    text = text.strip()
+    m = re.fullmatch(r"delta\s*\.\s*(`(?:[^`]|``)+`)", text, re.IGNORECASE)
+    if m:
+        return _unquote(m.group(1)), None
+    if allow_path and text[:1] in "'\"":
+        return _unquote(text), None
+    name = ".".join(_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text))
+    path = _lookup(name)
+    if path is None:
+        raise TableNotFoundError(
+            f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
+            "register it with deltamerge.register_table(spark, name, path).",
+            error_class="TABLE_OR_VIEW_NOT_FOUND",
+        )
+    return path, name.split(".")[-1]
+
+
+def _table_node(table: exp.Table) -> tuple[str, str | None, str | None]:
+    """(path, alias, name) of a sqlglot table node."""
+    db = table.args.get("db")
+    alias = table.alias or None
+    if db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None:
+        return table.name, alias, None
+    path, name = _resolve(".".join(p.name for p in table.parts), allow_path=False)
+    return path, alias or name, name
+
+
+def _delta_table(spark: SparkSession, text: str):  # type: ignore[no-untyped-def]
+    from deltamerge.table import DeltaTable
+
+    path, name = _resolve(text)
+    return DeltaTable.forPath(spark, path) if name is None else DeltaTable(spark, path, name=name)
+
+
+# --- statements ------------------------------------------------------------------------------------
+
+
+def _history(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    limit = m.group("limit")
+    return _delta_table(spark, m.group("table")).history(int(limit) if limit else None)
+
+
+def _detail(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    return _delta_table(spark, m.group("table")).detail()
+
+
+def _vacuum(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    if m.group("dry") or (m.group("mode") or "").upper() == "LITE":
+        raise UnsupportedOperationError(
+            "VACUUM ... DRY RUN and VACUUM LITE are not implemented by deltamerge."
+        )
+    hours = m.group("hours")
+    return _delta_table(spark, m.group("table")).vacuum(float(hours) if hours is not None else None)
+
+
+def _restore(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    from deltamerge.builders import restore
+
+    table = _delta_table(spark, m.group("table"))
+    value = m.group("value").strip()
+    if m.group("kind").upper() == "VERSION":
+        if not re.fullmatch(r"\d+", value):
+            raise ParseError(f"RESTORE ... VERSION AS OF expects a version number, got {value!r}.")
+        return restore(spark, table.path, version=int(value))
+    if value[:1] not in "'\"":
+        raise ParseError(f"RESTORE ... TIMESTAMP AS OF expects a timestamp string, got {value!r}.")
+    return restore(spark, table.path, timestamp=_unquote(value))
+
+
+def _optimize(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    from deltamerge.builders import optimize
+
+    if m.group("zorder"):
+        raise UnsupportedOperationError("OPTIMIZE ... ZORDER BY is not implemented by deltamerge.")
+    where = m.group("where")
+    return optimize(spark, _delta_table(spark, m.group("table")).path, [where] if where else [])
+
+
+def _properties(text: str, *, keys_only: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _PROP.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ParseError(f"Cannot parse the table property list ({text}).")
+        key = _unquote(m.group("key"))
+        value = m.group("value")
+        if value is None and not keys_only:
+            raise ParseError(f"Table property {key!r} needs a value ('key' = 'value').")
+        out[key] = "" if value is None else _unquote(value)
+        pos = m.end()
+    return out
+
+
+_BOOLEAN_PROPERTIES = {
+    "delta.appendonly",
+    "delta.enablechangedatafeed",
+    "delta.enabledeletionvectors",
+    "delta.enabletypewidening",
+    "delta.enableincommittimestamps",
+    "delta.enablerowtracking",
+}
+
+
+def _check_properties(props: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for key, value in props.items():
+        low = key.lower()
+        if low in ("delta.minreaderversion", "delta.minwriterversion") or low.startswith("delta.feature."):
+            raise UnsupportedOperationError(
+                f"Setting {key} is not implemented by deltamerge: protocol versions and features follow "
+                "from the table properties (e.g. delta.enableDeletionVectors)."
+            )
+        if low in _BOOLEAN_PROPERTIES:
+            try:
+                value = "true" if parse_bool(value) else "false"
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"{value} is not a valid value for {key}: it must be true or false.",
+                    error_class="DELTA_INVALID_CONFIGURATION_VALUE",
+                )
+        out[key] = value
+    return out
+
+
+def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
+    from deltamerge.log.snapshot import DeltaLog
+    from deltamerge.spark.session import conf_getter
+    from deltamerge.txn.operations import Operation
+    from deltamerge.txn.transaction import OptimisticTransaction
+
+    try:
+        path, _name = _resolve(m.group("table"), allow_path=False)
+    except TableNotFoundError:
+        return None  # not a deltamerge table: Spark's ALTER TABLE
+    rest = m.group("rest").strip()
+    set_m, unset_m = _SET_PROPS.fullmatch(rest), _UNSET_PROPS.fullmatch(rest)
+    if set_m is None and unset_m is None:
+        raise UnsupportedOperationError(
+            f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
+            "SET TBLPROPERTIES and UNSET TBLPROPERTIES are."
+        )
+    txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
+    meta = txn.metadata
+    assert meta is not None
+    conf = dict(meta.configuration)
+    if set_m is not None:
+        props = _check_properties(_properties(set_m.group("props"), keys_only=False))
+        conf.update(props)
+        op = Operation("SET TBLPROPERTIES", {"properties": props}, {}, changes_data=False)
+    else:
+        assert unset_m is not None
+        keys = list(_properties(unset_m.group("props"), keys_only=True))
+        if_exists = bool(unset_m.group("ifexists"))
+        missing = [k for k in keys if k not in conf]
+        if missing and not if_exists:
+            raise AnalysisError(
+                f"Attempted to unset non-existent property '{missing[0]}' in table {path}",
+                error_class="DELTA_UNSET_NON_EXISTENT_PROPERTY",
+            )
+        for k in keys:
+            conf.pop(k, None)
+        op = Operation(
+            "UNSET TBLPROPERTIES", {"properties": keys, "ifExists": if_exists}, {}, changes_data=False
+        )
+    txn.update_metadata(replace(meta, configuration=conf))
+    txn.commit([], op)
+    catalog.refresh_views(spark, path)
+    return _empty(spark)
+
+
+def _parse(text: str) -> exp.Expression:
+    try:
+        return sqlglot.parse_one(text, read=DIALECT)
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
+        raise ParseError(f"Syntax error in statement: {e}")
+
+
+def _dml(spark: SparkSession, text: str) -> DataFrame | None:
+    from deltamerge import dml
+
+    statement = _parse(text)
+    if not isinstance(statement, (exp.Update, exp.Delete)) or not isinstance(statement.this, exp.Table):
+        return None
+    path, alias, _name = _table_node(statement.this)
+    where = statement.args.get("where")
+    condition = where.this if where is not None else None
+    if isinstance(statement, exp.Delete):
+        if statement.args.get("using"):
+            raise UnsupportedOperationError("DELETE ... USING is not supported by Delta.")
+        return dml.delete(spark, path, condition, target_alias=alias)
+    if statement.args.get("from") or statement.args.get("from_"):
+        raise UnsupportedOperationError("UPDATE ... FROM is not supported by Delta; use MERGE INTO.")
+    assigns = []
+    for item in statement.expressions:
+        if not isinstance(item, exp.EQ) or not isinstance(item.this, (exp.Column, exp.Dot)):
+            raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
+        assigns.append(Assignment(tuple(column_parts(item.this)), item.expression))
+    return dml.update(spark, path, condition, assigns, target_alias=alias)
+
+
+def _column(node: exp.ColumnDef) -> StructField:
+    kind = node.args.get("kind")
+    if kind is None:
+        raise ParseError(f"Column {node.name} needs a data type.")
+    nullable = True
+    metadata: dict[str, str] = {}
+    for c in node.args.get("constraints") or []:
+        k = c.args.get("kind")
+        if isinstance(k, exp.NotNullColumnConstraint):
+            nullable = bool(k.args.get("allow_null"))
+        elif isinstance(k, exp.CommentColumnConstraint):
+            metadata["comment"] = k.this.name
+        elif isinstance(k, exp.ComputedColumnConstraint):
+            metadata["delta.generationExpression"] = to_sql(k.this)
+        else:
+            raise UnsupportedOperationError(f"Column constraint {to_sql(c)} is not supported by deltamerge.")
+    return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT)), nullable, metadata)
+
+
+def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
+    from deltamerge.builders import create_table
+
+    words = head.upper().split()
+    mode = "createOrReplace" if "OR" in words else "replace" if words[0] == "REPLACE" else "create"
+    if mode == "replace":
+        text = re.sub(r"^\s*REPLACE\s+TABLE", "CREATE OR REPLACE TABLE", text, count=1, flags=re.IGNORECASE)
+    statement = _parse(text)
+    if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
+        raise ParseError("Expected CREATE TABLE ... USING delta.")
+    if statement.args.get("exists"):
+        mode = "createIfNotExists"
+    target = statement.this
+    schema = None
+    if isinstance(target, exp.Schema):
+        schema = StructType([_column(c) for c in target.expressions if isinstance(c, exp.ColumnDef)])
+        target = target.this
+    location = partition_by = comment = None
+    props: dict[str, str] = {}
+    for p in (statement.args.get("properties") or exp.Properties(expressions=[])).expressions:
+        if isinstance(p, exp.LocationProperty):
+            location = p.this.name
+        elif isinstance(p, exp.PartitionedByProperty):
+            partition_by = [c.name for c in p.this.expressions]
+        elif isinstance(p, exp.SchemaCommentProperty):
+            comment = p.this.name
+        elif isinstance(p, exp.FileFormatProperty):
+            continue
+        elif type(p) is exp.Property:
+            key = p.this.name if isinstance(p.this, exp.Literal) else to_sql(p.this)
+            value = p.args["value"]
+            props[key] = value.name if isinstance(value, exp.Literal) else to_sql(value).lower()
+        else:
+            raise UnsupportedOperationError(f"{to_sql(p)} is not supported by deltamerge's CREATE TABLE.")
+    db = target.args.get("db")
+    name = None
+    if db is not None and db.name.lower() == "delta" and target.args.get("catalog") is None:
+        location = location or target.name
+    else:
+        name = ".".join(p.name for p in target.parts)
+    query = statement.args.get("expression")
+    data = spark.sql(query.sql(dialect=DIALECT)) if query is not None else None
+    if data is not None and schema is not None and schema.fields:
+        raise ParseError("CREATE TABLE ... AS SELECT cannot list columns; the query defines them.")
+    create_table(
+        spark,
+        mode,
+        name=name,
+        location=location,
+        schema=schema,
+        partition_by=partition_by or [],
+        properties=_check_properties(props),
+        comment=comment,
+        data=data,
+    )
+    return _empty(spark)
+
+
+def _table_changes(spark: SparkSession, text: str) -> DataFrame:
+    from deltamerge.cdf_read import read_changes
+
+    views: list[str] = []
+    out = []
+    pos = 0
+    try:
+        for m in _TABLE_CHANGES.finditer(text):
+            if m.start() < pos:
+                continue
+            args, i = [], m.end()
+            while True:
+                lit = _LITERAL.match(text, i)
+                if lit is None:
+                    raise ParseError(
+                        "table_changes arguments must be literals: table_changes('t', start[, end])."
+                    )
+                args.append(lit.group(1))
+                i = lit.end()
+                if text[i : i + 1] == ",":
+                    i += 1
+                    continue
+                if text[i : i + 1] == ")":
+                    break
+                raise ParseError(
+                    "table_changes arguments must be literals: table_changes('t', start[, end])."
+                )
+            if len(args) not in (2, 3):
+                raise ParseError("table_changes takes a table and a start (and an optional end).")
+            table = _unquote(args[0])
+            path = _unquote(table) if m.group("by_path") else _resolve(table)[0]
+            bounds: dict[str, object] = {}
+            for arg, kind in zip(args[1:], ("starting", "ending"), strict=False):
+                if re.fullmatch(r"[-+]?\d+", arg):
+                    bounds[f"{kind}_version"] = int(arg)
+                else:
+                    bounds[f"{kind}_timestamp"] = _unquote(arg)
+            view = f"__dm_table_changes_{uuid.uuid4().hex}"
+            read_changes(spark, path, **bounds).createOrReplaceTempView(view)  # type: ignore[arg-type]
+            views.append(view)
+            out.append(text[pos : m.start()] + view)
+            pos = i + 1
+        out.append(text[pos:])
+        _refresh_named(spark, "".join(out))
+        return spark.sql("".join(out))  # analysed now: the views can go
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)
+
+
+def _refresh_named(spark: SparkSession, text: str) -> None:
+    try:
+        tree = sqlglot.parse_one(text, read=DIALECT)
+    except Exception:
+        return
+    for t in tree.find_all(exp.Table):
+        if catalog.path_for_name(t.name) is not None:
+            catalog.refresh_view(spark, t.name)
+
+
+_HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], DataFrame | None]]] = [
+    (_HISTORY, _history),
+    (_DETAIL, _detail),
+    (_VACUUM, _vacuum),
+    (_RESTORE, _restore),
+    (_OPTIMIZE, _optimize),
+    (_ALTER, _alter),
+]
+
+
+def run_statement(spark: SparkSession, text: str) -> DataFrame:
+    """Run one statement: a Delta statement deltamerge implements, else ``spark.sql(text)``."""
+    body = text.strip()
+    while (comment := _COMMENTS.match(body)) is not None:
+        body = body[comment.end() :]
+    body = body.rstrip().rstrip(";").strip()
+    for pattern, handler in _HANDLERS:
+        m = pattern.fullmatch(body)
+        if m is not None:
+            result = handler(spark, m)
+            if result is not None:
+                return result
+            return spark.sql(text)
+    if _DML.match(body):
+        result = _dml(spark, body)
+        if result is not None:
+            return result
+    create = _CREATE.match(body)
+    if create is not None and _USING_DELTA.search(body):
+        return _create(spark, body, create.group("head"))
+    if _TABLE_CHANGES.search(body):
+        return _table_changes(spark, body)
+    return spark.sql(text)

@@ -1,0 +1,158 @@
+"""Delta SQL statements through deltamerge.sql: UPDATE, DELETE, CREATE TABLE [AS SELECT], ALTER TABLE
+SET/UNSET TBLPROPERTIES, DESCRIBE HISTORY/DETAIL, VACUUM, RESTORE, OPTIMIZE and table_changes."""
+
+from __future__ import annotations
+
+import pytest
+from deltalake import DeltaTable as RsTable
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.errors import DeltaMergeError, TableNotFoundError
+from deltamerge.io import snapshot_for
+
+pytestmark = pytest.mark.spark
+
+
+def _sql(spark, text):
+    return deltamerge.sql(spark, text)
+
+
+@pytest.fixture
+def people(spark, tmp_path):
+    path = str(tmp_path / "people")
+    _sql(
+        spark,
+        f"""CREATE TABLE people (id INT NOT NULL COMMENT 'key', name STRING, p STRING) USING delta
+            PARTITIONED BY (p) LOCATION '{path}' COMMENT 'the people'
+            TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', owner = 'me')""",
+    )
+    rows = [(i, f"n{i}", str(i % 2)) for i in range(8)]
+    deltamerge.write(spark.createDataFrame(rows, "id int, name string, p string"), path, mode="append")
+    yield path
+    deltamerge.unregister_table(spark, "people")
+
+
+def _rows(spark, query):
+    return sorted(tuple(r) for r in _sql(spark, query).collect())
+
+
+def test_create_table_and_describe(spark, people):
+    detail = _sql(spark, "DESCRIBE DETAIL people").collect()[0]
+    assert detail["name"] == "people" and detail["description"] == "the people"
+    assert detail["partitionColumns"] == ["p"] and detail["numFiles"] == len(snapshot_for(people).files)
+    assert detail["properties"] == {"delta.enableChangeDataFeed": "true", "owner": "me"}
+    schema = snapshot_for(people).metadata.schema["fields"]
+    assert schema[0] == {"name": "id", "type": "integer", "nullable": False, "metadata": {"comment": "key"}}
+    history = _sql(spark, "DESCRIBE HISTORY people").collect()
+    assert [h["operation"] for h in history] == ["WRITE", "CREATE TABLE"]
+    latest = _sql(spark, f"describe history delta.`{people}` limit 1").collect()
+    assert [h["version"] for h in latest] == [1]
+    with pytest.raises(TableNotFoundError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        _sql(spark, "DESCRIBE HISTORY no_such_table")
+
+
+def test_update_and_delete(spark, people):
+    assert _sql(spark, "UPDATE people SET name = upper(name) WHERE id < 3").collect()[0][0] == 3
+    assert _sql(spark, "DELETE FROM people AS x WHERE x.id = 5;").columns == ["num_affected_rows"]
+    assert _sql(spark, "DELETE FROM people WHERE p = '0'").collect()[0][0] == 4  # metadata-only
+    assert _rows(spark, "SELECT id, name FROM people") == [(1, "N1"), (3, "n3"), (7, "n7")]
+    history = _sql(spark, "DESCRIBE HISTORY people LIMIT 3").collect()
+    assert [h["operation"] for h in history] == ["DELETE", "DELETE", "UPDATE"]
+    assert history[1]["operationParameters"] == {"predicate": '["(x.id = 5)"]'}
+    changes = _rows(
+        spark,
+        "SELECT id, _change_type, _commit_version FROM table_changes('people', 2, 4) WHERE id <= 2",
+    )
+    assert changes == sorted(
+        [
+            (0, "update_preimage", 2),
+            (0, "update_postimage", 2),
+            (1, "update_preimage", 2),
+            (1, "update_postimage", 2),
+            (2, "update_preimage", 2),
+            (2, "update_postimage", 2),
+            (0, "delete", 4),
+            (2, "delete", 4),
+        ]
+    )
+    assert [n for n in spark.catalog.listTables() if n.name.startswith("__dm_table_changes")] == []
+    by_path = _sql(spark, f"SELECT count(*) FROM table_changes_by_path('{people}', 3, 3)").collect()[0][0]
+    assert by_path == 1
+    with pytest.raises(DeltaMergeError, match=r"UPDATE \.\.\. FROM"):
+        _sql(spark, "UPDATE people SET name = 'x' FROM people")
+
+
+def test_alter_table_properties_enable_deletion_vectors(spark, people):
+    _sql(spark, "ALTER TABLE people SET TBLPROPERTIES ('delta.enableDeletionVectors' = true, 'a.b' = 1)")
+    last = _sql(spark, "DESCRIBE HISTORY people LIMIT 1").collect()[0]
+    assert last["operation"] == "SET TBLPROPERTIES"
+    assert last["operationParameters"] == {"properties": '{"delta.enableDeletionVectors":"true","a.b":"1"}'}
+    snap = snapshot_for(people)
+    assert "deletionVectors" in snap.protocol.reader_features and snap.files  # upgraded, data untouched
+    _sql(spark, "DELETE FROM people WHERE id = 3")
+    assert [f.deletion_vector.cardinality for f in snapshot_for(people).files if f.deletion_vector] == [1]
+    _sql(spark, "ALTER TABLE people UNSET TBLPROPERTIES IF EXISTS ('a.b', 'missing')")
+    assert "a.b" not in snapshot_for(people).metadata.configuration
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSET_NON_EXISTENT_PROPERTY"):
+        _sql(spark, "ALTER TABLE people UNSET TBLPROPERTIES ('missing')")
+    with pytest.raises(DeltaMergeError, match="DELTA_INVALID_CONFIGURATION_VALUE"):
+        _sql(spark, "ALTER TABLE people SET TBLPROPERTIES ('delta.appendOnly' = 'maybe')")
+    with pytest.raises(DeltaMergeError, match="not implemented"):
+        _sql(spark, "ALTER TABLE people ADD COLUMNS (x INT)")
+
+
+def test_restore_optimize_vacuum(spark, people):
+    version = DeltaTable.forPath(spark, people).version()
+    files = len(snapshot_for(people).files)
+    _sql(spark, "DELETE FROM people WHERE id > 2")
+    restored = _sql(spark, f"RESTORE TABLE people TO VERSION AS OF {version}").collect()[0]
+    assert restored["num_of_files_after_restore"] == files
+    assert len(_rows(spark, "SELECT * FROM people")) == 8
+    ts = _sql(spark, "DESCRIBE HISTORY people LIMIT 1").collect()[0]["timestamp"]
+    _sql(spark, "DELETE FROM people WHERE id = 0")
+    _sql(spark, f"RESTORE people TIMESTAMP AS OF '{ts.strftime('%Y-%m-%d %H:%M:%S.%f')}'")
+    assert len(_rows(spark, "SELECT * FROM people")) == 8
+
+    deltamerge.write(
+        spark.createDataFrame([(9, "n9", "1")], "id int, name string, p string"), people, mode="append"
+    )
+    out = _sql(spark, "OPTIMIZE people WHERE p = '1'").collect()[0]
+    assert out["path"] == "file:" + people and out["metrics"]["numFilesRemoved"] >= 2
+    assert (
+        _sql(spark, "DESCRIBE HISTORY people LIMIT 1").collect()[0]["isolationLevel"] == "SnapshotIsolation"
+    )
+    assert len(_rows(spark, "SELECT * FROM people")) == 9
+    with pytest.raises(DeltaMergeError, match="ZORDER"):
+        _sql(spark, "OPTIMIZE people ZORDER BY (id)")
+    with pytest.raises(DeltaMergeError, match="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT"):
+        _sql(spark, "VACUUM people RETAIN 0 HOURS")
+    assert _sql(spark, "VACUUM people").count() == 0  # nothing is past the default retention
+    assert RsTable(people).to_pyarrow_table().num_rows == 9
+
+
+def test_create_table_as_select_and_replace(spark, tmp_path):
+    path = str(tmp_path / "ctas")
+    spark.createDataFrame([(1, "a"), (2, "b")], "id int, p string").createOrReplaceTempView("ctas_src")
+    _sql(spark, f"CREATE TABLE delta.`{path}` USING DELTA PARTITIONED BY (p) AS SELECT * FROM ctas_src")
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "a"), (2, "b")]
+    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    assert last["operation"] == "CREATE TABLE AS SELECT"
+    assert set(last["operationMetrics"]) == {"numFiles", "numOutputRows", "numOutputBytes"}
+    assert last["operationMetrics"]["numOutputRows"] == "2"
+    _sql(spark, f"CREATE TABLE IF NOT EXISTS delta.`{path}` (x INT) USING delta")  # exists: no-op
+    assert DeltaTable.forPath(spark, path).version() == 0
+    _sql(spark, f"REPLACE TABLE delta.`{path}` (x BIGINT, y STRING) USING delta")
+    assert deltamerge.read(spark, path).columns == ["x", "y"] and deltamerge.read(spark, path).count() == 0
+    assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "REPLACE TABLE"
+    _sql(spark, f"CREATE OR REPLACE TABLE delta.`{path}` USING delta AS SELECT id FROM ctas_src WHERE id = 2")
+    assert [tuple(r) for r in deltamerge.read(spark, path).collect()] == [(2,)]
+    assert RsTable(path).to_pyarrow_table().to_pylist() == [{"id": 2}]
+    # An existing table gets a name with CREATE TABLE name ... LOCATION, without a commit.
+    _sql(spark, f"CREATE TABLE ctas_named USING delta LOCATION '{path}'")
+    assert _rows(spark, "SELECT * FROM ctas_named") == [(2,)]
+    assert DeltaTable.forPath(spark, path).version() == 2
+    deltamerge.unregister_table(spark, "ctas_named")
+    # Other statements still go to Spark.
+    _sql(spark, "CREATE OR REPLACE TEMPORARY VIEW passthrough_view AS SELECT 1 AS one")
+    assert _sql(spark, "SELECT one FROM passthrough_view").collect()[0]["one"] == 1
