@@ -495,7 +495,15 @@ def describe(
     with _errors():
         snap = DeltaLog.for_table(root).update()
     meta, proto = snap.metadata, snap.protocol
-    info = {
+    columns = [
+        {
+            "name": f["name"],
+            "type": f["type"] if isinstance(f["type"], str) else json.dumps(f["type"]),
+            "nullable": f.get("nullable", True),
+        }
+        for f in meta.schema.get("fields", [])
+    ]
+    info: dict[str, Any] = {
         "location": root,
         "id": meta.id,
         "version": snap.version,
@@ -511,14 +519,7 @@ def describe(
         "minReaderVersion": proto.min_reader_version,
         "minWriterVersion": proto.min_writer_version,
         "tableFeatures": sorted(set(proto.reader_features or ()) | set(proto.writer_features or ())),
-        "schema": [
-            {
-                "name": f["name"],
-                "type": f["type"] if isinstance(f["type"], str) else json.dumps(f["type"]),
-                "nullable": f.get("nullable", True),
-            }
-            for f in meta.schema.get("fields", [])
-        ],
+        "schema": columns,
     }
     if as_json:
         _print_json(info)
@@ -537,7 +538,7 @@ def describe(
     _print_rows(
         "Schema",
         ["column", "type", "nullable"],
-        [[c["name"], c["type"], c["nullable"]] for c in info["schema"]],
+        [[c["name"], c["type"], c["nullable"]] for c in columns],
     )
 
 

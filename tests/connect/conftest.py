@@ -1,4 +1,4 @@
-"""Spark Connect fixtures: ``connect_spark``, a session-scoped ``SparkSession.builder.remote("local[2]")``.
+"""Spark Connect fixtures: ``connect_spark``, a session-scoped Connect session on a local server.
 
 A Connect session and a classic session cannot share one Python process: PySpark picks the
 implementation of ``pyspark.sql.functions`` (and so of every ``F.col`` deltamerge and the tests
@@ -20,9 +20,6 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Static settings reach the local server at start-up; the Connect session then warns that it
-    # cannot set them at runtime.
-    config.addinivalue_line("filterwarnings", "ignore:Failed to set spark:UserWarning")
     config.addinivalue_line("filterwarnings", "ignore:.*pandas >= 3.0.0:FutureWarning")
 
 HERE = Path(__file__).resolve().parent
@@ -59,27 +56,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
 
 
+CONFIGS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
+
+
+def start_local_connect(configs: dict[str, str]):  # type: ignore[no-untyped-def]
+    """A Spark Connect session on a local server started in this process on a free port.
+
+    What ``SparkSession.builder.remote("local[2]")`` does, except that the server binds an
+    ephemeral port on the loopback interface instead of the fixed 15002 (which another process on
+    the machine may hold, and whose server the client would then silently use).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession as ClassicSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    conf = SparkConf().setMaster("local[2]").setAppName("deltamerge-connect-tests")
+    conf.setAll(list(configs.items()))
+    conf.set("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+    conf.set("spark.connect.grpc.binding.address", "127.0.0.1")
+    conf.set("spark.connect.grpc.binding.port", "0")
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    server = ClassicSession(sc)
+    service = getattr(server._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$")
+    port = getattr(service, "MODULE$").localPort()
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions now build Connect Columns
+    return ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+
+
 @pytest.fixture(scope="session")
 def connect_spark():
     """A Spark Connect session on a local server started in this process."""
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
-    if SparkContext._active_spark_context is not None and os.environ.get("SPARK_LOCAL_REMOTE") != "1":
+    if SparkContext._active_spark_context is not None:
         pytest.skip("a classic SparkContext runs in this process; run tests/connect on its own")
-    session = (
-        SparkSession.builder.remote("local[2]")
-        .appName("deltamerge-connect-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .getOrCreate()
-    )
+    session = start_local_connect(CONFIGS)
     assert type(session).__module__.startswith("pyspark.sql.connect")
-    SparkContext._active_spark_context.setLogLevel("ERROR")  # the local server's context
     yield session
     session.stop()
