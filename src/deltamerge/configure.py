@@ -471,21 +471,26 @@ def delta_save(
     spark = df.sparkSession
     opts = {k.lower(): v for k, v in options.items()}
     key = _save_mode(mode)
-    auto_merge = bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
-    merge_schema = _bool_option(opts, "mergeSchema", default=auto_merge)
+    exists = DeltaLog.for_table(_abs(path)).exists()
+    # Session settings are read only when they can matter (each is a round trip on Connect).
+    if "mergeschema" in opts:
+        merge_schema = _bool_option(opts, "mergeSchema")
+    else:
+        merge_schema = exists and key != "ignore" and bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
     overwrite_schema = _bool_option(opts, "overwriteSchema")
     replace_where = opts.get("replacewhere")
-    dynamic = (
-        opts.get("partitionoverwritemode")
-        or conf_getter(spark)("spark.sql.sources.partitionOverwriteMode")
-        or "static"
-    ).strip().lower()
+    dynamic = "static"
+    if key == "overwrite" and exists:
+        dynamic = (
+            opts.get("partitionoverwritemode")
+            or conf_getter(spark)("spark.sql.sources.partitionOverwriteMode")
+            or "static"
+        ).strip().lower()
     if dynamic not in ("static", "dynamic"):
         raise InvalidArgumentError(
             f"Invalid value '{dynamic}' for option 'partitionOverwriteMode', must be 'static' or 'dynamic'.",
             error_class="DELTA_ILLEGAL_OPTION",
         )
-    exists = DeltaLog.for_table(_abs(path)).exists()
     if key == "overwrite" and exists:
         if replace_where is not None and replace_where.strip():
             if overwrite_schema:
