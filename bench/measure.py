@@ -219,6 +219,11 @@ def machine_info() -> dict[str, str]:
         java = "?"
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], capture_output=True, text=True
+        ).stdout.split()
+        if dirty:
+            rev += " + uncommitted changes in " + ", ".join(x for x in dirty if x.startswith("src/"))
     except OSError:
         rev = "?"
     return {

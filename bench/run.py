@@ -27,6 +27,7 @@ PLANS = {
     # scale name -> (data scales, scenario names per data scale or None for all)
     "tiny": [("tiny", None)],
     "small": [("small", None)],
+    "5M": [("5M", None)],  # the acceptance scale alone (what `full` runs first)
     "full": [("5M", None), ("20M", ["upsert_spread", "upsert_one_file"])],
 }
 
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="scenario names to run (default: all of the scale)")
     ap.add_argument("--skip-snapshot", action="store_true")
     ap.add_argument("--skip-amp", action="store_true")
+    ap.add_argument("--note", help="run conditions to print in the report (e.g. a shared, loaded machine)")
     ap.add_argument("--output", help="report path (default: BENCHMARKS.md for full, <root>/BENCHMARKS-small.md for small)")
     args = ap.parse_args(argv)
     if args.reps < 3:
@@ -123,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"[{time.time() - t_start:7.1f}s] {msg}", flush=True)
 
-    output = args.output or ("BENCHMARKS.md" if args.scale == "full" else os.path.join(args.root, "BENCHMARKS-small.md"))
-    report: dict = {"scale": args.scale, "reps": args.reps, "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "scales": []}
+    output = args.output or ("BENCHMARKS.md" if args.scale in ("full", "5M") else os.path.join(args.root, "BENCHMARKS-small.md"))
+    report: dict = {"scale": args.scale, "reps": args.reps, "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "scales": [], "conditions": args.note}
     plan = PLANS[args.scale]
-    shuffle = 8 if args.scale == "small" else 16
+    shuffle = 8 if args.scale in ("tiny", "small") else 16
     spark = make_session(shuffle)
     report["spark_conf"] = {
         k: spark.conf.get(k)
