@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
@@ -46,7 +46,199 @@ class MergePlan:
         return "\n".join(lines)
 
 
-def _materialization(spark: SparkSession, insert_only_path: bool) -> tuple[bool, str]:
+# Materialization reasons (Delta's ``MergeIntoMaterializeSourceReason``).
+NOT_MATERIALIZED_AUTO = "notMaterializedAuto"
+NON_DELTA = "materializeNonDeterministicSourceNonDelta"
+NON_DETERMINISTIC_OPERATORS = "materializeNonDeterministicSourceOperators"
+WITH_UDF = "materializeNonDeterministicSourceWithDeterministicUdf"
+IGNORE_UNREADABLE = "materializeIgnoreUnreadableFilesConfigsAreSet"
+
+#: Plans larger than this are not inspected node by node: they are materialized.
+_MAX_PLAN_NODES = 5000
+_UDF_MARKERS = ("UDF", "UDAF", "UDTF", "UserDefined")
+# Leaf relations deltamerge's own scans add (partition-value lookup, deletion-vector positions):
+# literal data shipped from the driver, identified by their internal column names.
+_INTERNAL_PREFIX = "__dm_"
+# Connect: function names whose value can differ between two evaluations of the same plan.
+_NONDETERMINISTIC_FUNCTIONS = frozenset(
+    {
+        "rand", "randn", "random", "uniform", "randstr", "uuid", "shuffle", "monotonically_increasing_id",
+        "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
+        "rand_str", "try_reflect", "reflect", "java_method",
+    }
+)
+
+
+def _delta_table_root(path: str, cache: dict[str, bool]) -> bool:
+    """Whether ``path`` (a local file URI or path) is a file inside a Delta table directory.
+
+    Delta data files are immutable (writers never rewrite a file in place), so a scan of an explicit
+    list of them reads the same rows every time, like a Delta scan pinned to a snapshot.
+    """
+    import os
+    from urllib.parse import unquote, urlparse
+
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    elif "://" in path:
+        return False
+    if not os.path.isfile(path):
+        return False
+    d = os.path.dirname(os.path.abspath(path))
+    seen: list[str] = []
+    found = False
+    while True:
+        if d in cache:
+            found = cache[d]
+            break
+        seen.append(d)
+        if os.path.isdir(os.path.join(d, "_delta_log")):
+            found = True
+            break
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    for x in seen:
+        cache[x] = found
+    return found
+
+
+def _classic_source_reason(source: DataFrame) -> str:
+    """Delta's auto-mode rules over the analysed plan of a classic DataFrame."""
+    plan = source._jdf.queryExecution().analyzed()  # type: ignore[attr-defined]
+    delta_dirs: dict[str, bool] = {}
+    has_udf = False
+    non_delta = False
+    stack = [plan]
+    visited = 0
+    while stack:
+        node = stack.pop()
+        visited += 1
+        if visited > _MAX_PLAN_NODES:
+            return NON_DELTA
+        children = node.children()
+        n_children = children.size()
+        for i in range(n_children):
+            stack.append(children.apply(i))
+        exprs = node.expressions()
+        expr_stack = [exprs.apply(i) for i in range(exprs.size())]
+        while expr_stack and not has_udf:
+            e = expr_stack.pop()
+            visited += 1
+            if visited > _MAX_PLAN_NODES:
+                return NON_DELTA
+            name = e.getClass().getSimpleName()
+            if any(m in name for m in _UDF_MARKERS):
+                has_udf = True
+                break
+            if "Subquery" in name or name in ("Exists", "ListQuery"):
+                try:
+                    stack.append(e.plan())
+                except Exception:  # an InSubquery holds its ListQuery as a child instead
+                    pass
+            kids = e.children()
+            expr_stack.extend(kids.apply(i) for i in range(kids.size()))
+        if n_children == 0 and not non_delta:
+            non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
+    if has_udf:
+        return WITH_UDF
+    if not plan.deterministic():
+        return NON_DETERMINISTIC_OPERATORS
+    return NON_DELTA if non_delta else NOT_MATERIALIZED_AUTO
+
+
+def _classic_leaf_is_pinned(leaf, delta_dirs: dict[str, bool]) -> bool:  # type: ignore[no-untyped-def]
+    kind = leaf.getClass().getSimpleName()
+    if kind == "LogicalRelation":
+        rel = leaf.relation()
+        if rel.getClass().getSimpleName() != "HadoopFsRelation":
+            return False
+        if rel.fileFormat().getClass().getSimpleName() != "ParquetFileFormat":
+            return False
+        if rel.location().getClass().getSimpleName() != "InMemoryFileIndex":
+            return False
+        roots = rel.location().rootPaths()
+        return all(_delta_table_root(roots.apply(i).toString(), delta_dirs) for i in range(roots.size()))
+    if kind in ("LogicalRDD", "LocalRelation"):
+        out = leaf.output()
+        names = [out.apply(i).name() for i in range(out.size())]
+        return bool(names) and all(n.startswith(_INTERNAL_PREFIX) for n in names)
+    return False
+
+
+def _connect_source_reason(source: DataFrame) -> str:
+    """The same rules over a Spark Connect plan (the unresolved protobuf relation)."""
+    from google.protobuf.message import Message
+
+    rel = source._plan.plan(source._session.client)  # type: ignore[attr-defined]
+    delta_dirs: dict[str, bool] = {}
+    has_udf = nondeterministic = non_delta = False
+    stack: list[Message] = [rel]
+    visited = 0
+    while stack:
+        msg = stack.pop()
+        visited += 1
+        if visited > _MAX_PLAN_NODES * 4:
+            return NON_DELTA
+        kind = msg.DESCRIPTOR.name
+        if kind in ("CommonInlineUserDefinedFunction", "CommonInlineUserDefinedTableFunction", "PythonUDF", "ScalarScalaUDF", "JavaUDF"):
+            has_udf = True
+        elif kind == "UnresolvedFunction" and msg.function_name.lower() in _NONDETERMINISTIC_FUNCTIONS:  # type: ignore[attr-defined]
+            nondeterministic = True
+        elif kind == "Read":
+            which = msg.WhichOneof("read_type")  # type: ignore[attr-defined]
+            if which == "data_source":
+                ds = msg.data_source  # type: ignore[attr-defined]
+                fmt = (ds.format or "").lower()
+                if fmt != "parquet" or not ds.paths or ds.predicates:
+                    non_delta = True
+                elif not all(_delta_table_root(p, delta_dirs) for p in ds.paths):
+                    non_delta = True
+            else:
+                non_delta = True
+        elif kind == "LocalRelation":
+            if _INTERNAL_PREFIX + "file" not in (msg.schema or ""):  # type: ignore[attr-defined]
+                non_delta = True
+        elif kind in ("SQL", "Range", "CachedRemoteRelation", "CachedLocalRelation", "ChunkedCachedLocalRelation", "CatalogRelation", "MlRelation"):
+            non_delta = True
+        for _fd, value in msg.ListFields():
+            if isinstance(value, Message):
+                stack.append(value)
+            elif isinstance(value, (list, tuple)) or type(value).__name__.startswith("Repeated"):
+                stack.extend(v for v in value if isinstance(v, Message))
+    if has_udf:
+        return WITH_UDF
+    if nondeterministic:
+        return NON_DETERMINISTIC_OPERATORS
+    return NON_DELTA if non_delta else NOT_MATERIALIZED_AUTO
+
+
+def source_materialization_reason(spark: SparkSession, source: DataFrame) -> str:
+    """Auto mode (delta_merge_spec.md §1.7): why ``source`` must be materialized, or
+    ``notMaterializedAuto`` when reading it twice gives the same rows.
+
+    A "Delta scan" here is a Parquet scan of an explicit list of files that live inside Delta table
+    directories (what ``deltamerge.read`` produces: one snapshot's immutable data files), plus the
+    literal lookup relations deltamerge's scans attach. Everything Delta materializes stays
+    materialized: other file scans, local data, ranges, non-deterministic operators, UDFs,
+    ``ignoreCorruptFiles``/``ignoreMissingFiles``. Any failure to inspect the plan materializes.
+    """
+    from deltamerge.spark.session import conf_getter, is_connect
+
+    get = conf_getter(spark)
+    for key in ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles"):
+        if (get(key) or "false").lower() == "true":
+            return IGNORE_UNREADABLE
+    try:
+        if is_connect(spark):
+            return _connect_source_reason(source)
+        return _classic_source_reason(source)
+    except Exception:
+        return NON_DELTA
+
+
+def _materialization(spark: SparkSession, insert_only_path: bool, source: DataFrame | None = None) -> tuple[bool, str]:
     mode = str(setting(spark, SessionConf.MATERIALIZE_SOURCE)).lower()
     if mode == "none":
         return False, "notMaterializedNone"
@@ -56,9 +248,10 @@ def _materialization(spark: SparkSession, insert_only_path: bool) -> tuple[bool,
         return True, "invalidConfigurationFailsafe"
     if insert_only_path:
         return False, "notMaterializedAutoInsertOnly"
-    # Sources reach deltamerge as opaque DataFrames (file scans, local data, queries); none is a
-    # Delta scan Spark can pin to a version, so auto mode materializes as Delta does for them.
-    return True, "materializeNonDeterministicSourceNonDelta"
+    if source is None:
+        return True, NON_DELTA
+    reason = source_materialization_reason(spark, source)
+    return reason != NOT_MATERIALIZED_AUTO, reason
 
 
 def plan_merge(spark: SparkSession, rm: ResolvedMerge, snapshot, dv_enabled: bool) -> MergePlan:  # type: ignore[no-untyped-def]
@@ -101,7 +294,7 @@ def plan_merge(spark: SparkSession, rm: ResolvedMerge, snapshot, dv_enabled: boo
             job2 = "fullOuter"
     else:
         job2 = "rightOuter" if rm.is_matched_only and setting(spark, SessionConf.OPTIMIZE_MATCHED_ONLY) else "fullOuter"
-    materialize, reason = _materialization(spark, insert_only)
+    materialize, reason = _materialization(spark, insert_only, rm.spec.source)
     return MergePlan(
         executor="insertOnly" if insert_only else "classic",
         deletion_vectors=dv_enabled and not insert_only,
