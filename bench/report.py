@@ -60,6 +60,10 @@ OBSERVATIONS: list[str] = [
     "immutable data files) is no longer materialized in auto mode, as Delta does not materialize Delta scans "
     "(`materializeSourceTimeMs` = 0 above); file scans of other directories, local data, non-deterministic "
     "operators and UDFs still are.",
+    "Snapshot load: checkpoints are now read column-wise (Arrow turns each field of the `add`/`remove` structs into "
+    "one Python list; AddFile objects are built straight from them, no per-row dict cleaning and JSON re-parsing) "
+    "and the replay's hot path skips the generic dispatch: about half the CPU time of the generic path on the "
+    "100k-file checkpoint. Still far from delta-rs (see the missed target).",
     "Insert-only runs as one job (source LEFT ANTI JOIN candidate files); it is at or below the floor, whose plain "
     "Spark write commits through Hadoop's output committer while deltamerge renames staged files.",
     "Write amplification of DV-mode upserts is within target: new data files hold only the changed rows; the "
