@@ -139,8 +139,8 @@ def ensure_table(spark: SparkSession, path: str, df_factory, meta: dict, partiti
     _mark(path, meta)
 
 
-def prepare(spark: SparkSession, root: str, scale: Scale) -> dict[str, str]:
-    """All pristine tables of one scale; returns name -> path."""
+def prepare(spark: SparkSession, root: str, scale: Scale, needed: set[str] | None = None) -> dict[str, str]:
+    """The pristine tables of one scale (all, or the ``needed`` names); returns name -> path."""
     base = os.path.join(root, scale.name)
     os.makedirs(base, exist_ok=True)
     paths: dict[str, str] = {}
@@ -149,6 +149,8 @@ def prepare(spark: SparkSession, root: str, scale: Scale) -> dict[str, str]:
         for dv in (False, True):
             name = f"target{'_part' if partitioned else ''}{'_dv' if dv else ''}"
             path = os.path.join(base, name)
+            if needed is not None and name not in needed:
+                continue
             ensure_table(
                 spark,
                 path,
@@ -160,6 +162,8 @@ def prepare(spark: SparkSession, root: str, scale: Scale) -> dict[str, str]:
             paths[name] = path
     for kind in ("upsert_spread", "upsert_one_file", "insert_only", "replace", "partitioned", "dv_1pct"):
         path = os.path.join(base, f"source_{kind}")
+        if needed is not None and f"source_{kind}" not in needed:
+            continue
         smeta = {**tmeta, "kind": kind, "src": [scale.source_rows, scale.one_file_rows, scale.partitioned_source_rows]}
         ensure_table(spark, path, lambda k=kind: source_frame(spark, k, scale), smeta)
         paths[f"source_{kind}"] = path

@@ -137,14 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for scale_name, names in plan:
             scale = data.SCALES[scale_name]
-            log(f"scale {scale_name}: preparing data under {args.root}")
-            with load_note() as ln:
-                paths = data.prepare(spark, args.root, scale)
-            log(f"data ready (load {ln['before']:.2f} -> {ln['after']:.2f})")
             if names is None and args.only:
                 names = args.only
             elif args.only:
                 names = [n for n in names if n in args.only]
+            needed = {"target_dv", "source_dv_1pct"} if not args.skip_amp else set()
+            for sc in scenarios.all_scenarios(names):
+                needed |= {sc.target, f"source_{sc.source}"}
+            needed |= {"target", "target_dv", "source_upsert_one_file"}  # warm-up
+            log(f"scale {scale_name}: preparing data under {args.root}")
+            with load_note() as ln:
+                paths = data.prepare(spark, args.root, scale, needed)
+            log(f"data ready (load {ln['before']:.2f} -> {ln['after']:.2f})")
             work = os.path.join(args.root, "work")
             entry: dict = {"scale": asdict(scale), "scenarios": []}
             # Warm-up (JIT, class loading): one untimed small merge of each kind.
