@@ -15,23 +15,18 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.log.paths import encode_add_path
 from deltamerge.spark.session import prepare_session
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_ADD_PATH_SAFE = "/@&=+$,;!~*'()"
-
-
-def encode_add_path(relative_path: str) -> str:
-    """RFC 2396 form of a relative file path for ``add.path`` (protocol §6.3)."""
-    return quote(relative_path, safe=_ADD_PATH_SAFE)
 
 
 @dataclass(frozen=True)
