@@ -1,22 +1,47 @@
 """MERGE analysis: Delta's ``ResolveDeltaMergeInto`` and ``PreprocessTableMerge`` as small passes.
 
-Every column reference is resolved against the side(s) its clause may see (ON and MATCHED: both;
-NOT MATCHED: source only; NOT MATCHED BY SOURCE: target only) and rewritten to the internal column
-names of the joined DataFrame (``__t<i>`` for target column i, ``__s<i>`` for source column i).
-Assignments are aligned to the (possibly evolved) target schema: each resolved clause carries one
-output expression per target column, in schema order.
+1. Resolution. Every column reference is resolved against the side(s) its clause may see (ON and
+   MATCHED: both; NOT MATCHED: source only; NOT MATCHED BY SOURCE: target only) and rewritten to
+   the internal column names of the joined DataFrame (``__t<i>`` for target column i, ``__s<i>``
+   for source column i). Assignment keys resolve against the target and, with schema evolution,
+   for MATCHED UPDATE / INSERT against the source; ``*`` expands per Delta's rules.
+2. Evolution (``evolution.py``): the post-evolution target schema.
+3. Alignment. Each UPDATE / INSERT clause gets one output expression per final column, cast to
+   the column type by store-assignment rules (``casting.py``); nested SETs rebuild their struct.
+
+Value types come from the schemas for plain column references and literals; anything else is
+typed by Spark in one batch (a ``select`` over an empty DataFrame of the joined schema, which runs
+no job and also works on Spark Connect), and the final output expressions are checked the same way
+so that every type error surfaces here, before any file is written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    MapType,
+    StructField,
+    StructType,
+)
 from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
+from deltamerge.merge.alignment import Action, Aligner, Typer, error, scol, tcol
+from deltamerge.merge.casting import Caster, CastSettings
+from deltamerge.merge.casting import field as struct_field
 from deltamerge.merge.clauses import ActionType, ClauseKind, MergeClause, MergeSpec
+from deltamerge.merge.evolution import (
+    Widening,
+    filter_schema,
+    find_null_type_column,
+    merge_schemas,
+    widening_for,
+)
 from deltamerge.predicates import (
     has_aggregate,
     has_subquery,
@@ -27,15 +52,7 @@ from deltamerge.predicates import (
     to_sql,
 )
 
-
-def tcol(i: int) -> str:
-    """Internal name of target column ``i`` in the joined DataFrame."""
-    return f"__t{i}"
-
-
-def scol(i: int) -> str:
-    """Internal name of source column ``i`` in the joined DataFrame."""
-    return f"__s{i}"
+__all__ = ["AnalysisSettings", "ResolvedClause", "ResolvedMerge", "Side", "analyze", "scol", "tcol"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,7 @@ class Side:
     columns: tuple[str, ...]
     internal: Callable[[int], str]
     case_sensitive: bool
+    schema: StructType = field(default_factory=StructType)
 
     def _eq(self, a: str, b: str) -> bool:
         return a == b if self.case_sensitive else a.lower() == b.lower()
@@ -99,7 +117,12 @@ class ResolvedClause:
 
 @dataclass(frozen=True)
 class ResolvedMerge:
-    """The analysed MERGE: internal-name expressions and the final target schema."""
+    """The analysed MERGE: internal-name expressions and the final target schema.
+
+    Every output expression (and ``keep_values``) already has the type of its final column.
+    ``keep_values[j]`` is the unchanged target value of final column j in the final type (a typed
+    NULL for a column added by schema evolution).
+    """
 
     spec: MergeSpec
     target_schema: StructType
@@ -109,6 +132,7 @@ class ResolvedMerge:
     clauses: tuple[ResolvedClause, ...]
     target_only_conjuncts: tuple[exp.Expression, ...]  # ON conjuncts over target columns, plain names
     clause_target_only: tuple[exp.Expression | None, ...] = field(default=())  # per MATCHED clause
+    keep_values: tuple[exp.Expression, ...] = field(default=())
 
     def of_kind(self, kind: ClauseKind) -> list[ResolvedClause]:
         """Resolved clauses of one kind in order."""
@@ -116,8 +140,8 @@ class ResolvedMerge:
 
     @property
     def schema_changed(self) -> bool:
-        """True when schema evolution adds columns."""
-        return len(self.final_schema.fields) != len(self.target_schema.fields)
+        """True when schema evolution changes the table schema (new columns, fields or types)."""
+        return self.final_schema.jsonValue() != self.target_schema.jsonValue()
 
     @property
     def is_insert_only(self) -> bool:
@@ -128,6 +152,46 @@ class ResolvedMerge:
     def is_matched_only(self) -> bool:
         """Only MATCHED clauses."""
         return all(c.kind is ClauseKind.MATCHED for c in self.clauses)
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """Session and table settings that analysis depends on."""
+
+    cast: CastSettings = field(default_factory=CastSettings)
+    widening: Widening | None = None  # type widening during evolution (table feature enabled)
+    drop_null_columns: bool = False  # createDataFrame.dropNullColumns: refuse VOID columns
+    empty_schema_check: bool = True  # merge.emptySchemaTargetCheck.enabled
+
+    @classmethod
+    def from_session(
+        cls,
+        get: Callable[[str], str | None],
+        *,
+        case_sensitive: bool,
+        table_configuration: dict[str, str] | None,
+    ) -> AnalysisSettings:
+        """Read the settings through a ``key -> value | None`` getter."""
+
+        def flag(key: str, default: bool) -> bool:
+            value = get("spark.databricks.delta." + key)
+            return default if value is None else value.strip().lower() == "true"
+
+        automatic = get("spark.databricks.delta.typeWidening.allowAutomaticWidening") or "always"
+        return cls(
+            cast=CastSettings.from_conf(get, case_sensitive=case_sensitive),
+            widening=widening_for(table_configuration, automatic),
+            drop_null_columns=flag("createDataFrame.dropNullColumns", False),
+            empty_schema_check=flag("merge.emptySchemaTargetCheck.enabled", True),
+        )
+
+
+def _unresolved(name: str, where: str, cols: Sequence[str]) -> AnalysisError:
+    return error(
+        f"Cannot resolve {name} in {where} given columns {', '.join(cols)}.",
+        "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        "42601",
+    )
 
 
 # --- resolution -----------------------------------------------------------------------------------
@@ -162,18 +226,14 @@ class _Resolver:
                 f"`{s.alias}`.`{s.columns[i]}`" if s.alias else f"`{s.columns[i]}`"
                 for s, i, _ in sorted(candidates, key=lambda c: c[0].name)
             )
-            raise AnalysisError(
+            raise error(
                 f"Reference `{'.'.join(parts)}` is ambiguous, could be: [{options}]. "
                 "Qualify the column with the source or target alias.",
-                error_class="AMBIGUOUS_REFERENCE",
-                sql_state="42704",
+                "AMBIGUOUS_REFERENCE",
+                "42704",
             )
         if not candidates:
-            raise AnalysisError(
-                f"Cannot resolve {'.'.join(parts)} in {where} given columns {self.given_columns(scope)}.",
-                error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
-                sql_state="42601",
-            )
+            raise _unresolved(".".join(parts), where, [self.given_columns(scope)])
         side, idx, fields = candidates[0]
         return Ref(side.name, idx, fields)
 
@@ -202,41 +262,41 @@ class _Resolver:
 def _check_condition(node: exp.Expression, operation: str) -> None:
     shown = to_sql(node)
     if not is_deterministic(node):
-        raise AnalysisError(
+        raise error(
             f"Non-deterministic functions are not supported in the {operation} (condition = {shown}). "
             "Move the non-deterministic expression into the source query.",
-            error_class="DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
-            sql_state="0AKDC",
+            "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
+            "0AKDC",
         )
     if has_aggregate(node):
-        raise AnalysisError(
+        raise error(
             f"Aggregate functions are not supported in the {operation} (condition = {shown}). "
             "Aggregate the source first and merge the aggregated rows.",
-            error_class="DELTA_AGGREGATION_NOT_SUPPORTED",
-            sql_state="42903",
+            "DELTA_AGGREGATION_NOT_SUPPORTED",
+            "42903",
         )
     if has_subquery(node):
-        raise AnalysisError(
+        raise error(
             f"Subqueries are not supported in the {operation} (condition = {shown}). "
             "Join the subquery into the source instead.",
-            error_class="DELTA_UNSUPPORTED_SUBQUERY",
-            sql_state="0AKDC",
+            "DELTA_UNSUPPORTED_SUBQUERY",
+            "0AKDC",
         )
     if has_window(node):
-        raise AnalysisError(
+        raise error(
             f"Window functions are not supported in the {operation} (condition = {shown}).",
-            error_class="UNSUPPORTED_EXPR_FOR_OPERATOR",
-            sql_state="42K0E",
+            "UNSUPPORTED_EXPR_FOR_OPERATOR",
+            "42K0E",
         )
 
 
 def _check_value(node: exp.Expression, where: str) -> None:
     if has_aggregate(node) or has_window(node):
-        raise AnalysisError(
+        raise error(
             f"Aggregate and window functions are not supported in the {where} of a MERGE "
             f"(expression = {to_sql(node)}). Compute them in the source query.",
-            error_class="UNSUPPORTED_EXPR_FOR_OPERATOR",
-            sql_state="42K0E",
+            "UNSUPPORTED_EXPR_FOR_OPERATOR",
+            "42K0E",
         )
 
 
@@ -248,71 +308,77 @@ _CONDITION_NAMES = {
 _CLAUSE_NAMES = {ActionType.UPDATE: "UPDATE clause", ActionType.INSERT: "INSERT clause"}
 
 
-def _null_of(dt: DataType) -> exp.Expression:
-    return exp.Cast(this=exp.Null(), to=exp.DataType.build(dt.simpleString(), dialect="spark"))
+def _quote(name: str) -> str:
+    return name if name.replace("_", "a").isalnum() else f"`{name}`"
+
+
+class _KeyError(Exception):
+    """A key that does not resolve on one side (retried on the source with evolution)."""
+
+    def __init__(self, error: AnalysisError):
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Analyzer:
-    def __init__(self, spec: MergeSpec, target_schema: StructType, case_sensitive: bool, evolve: bool):
+    def __init__(
+        self,
+        spec: MergeSpec,
+        target_schema: StructType,
+        case_sensitive: bool,
+        evolve: bool,
+        settings: AnalysisSettings,
+        typer: Any,
+    ):
         self.spec = spec
         self.target_schema = target_schema
         self.source_schema: StructType = spec.source.schema
         self.case_sensitive = case_sensitive
         self.evolve = evolve
-        self.target = Side("target", spec.target_alias, tuple(f.name for f in target_schema.fields), tcol, case_sensitive)
+        self.settings = settings
+        self.typer = typer
+        cs = case_sensitive
+        self.target = Side(
+            "target", spec.target_alias, tuple(f.name for f in target_schema.fields), tcol, cs, target_schema
+        )
         self.source = Side(
-            "source", spec.source_alias, tuple(f.name for f in self.source_schema.fields), scol, case_sensitive
+            "source",
+            spec.source_alias,
+            tuple(f.name for f in self.source_schema.fields),
+            scol,
+            cs,
+            self.source_schema,
         )
         self.r = _Resolver(self.target, self.source)
-        self.new_columns: list[StructField] = []
+        self.final_schema = target_schema
+        self.caster = Caster(settings.cast, allow_missing=evolve, display=self.display)
 
     def _eq(self, a: str, b: str) -> bool:
         return a == b if self.case_sensitive else a.lower() == b.lower()
 
-    # --- schema evolution --------------------------------------------------------------------------
+    def _find(self, struct: StructType, name: str) -> StructField | None:
+        return next((f for f in struct.fields if self._eq(f.name, name)), None)
 
-    def _final_index(self, name: str) -> int | None:
-        for i, f in enumerate(self.target_schema.fields):
-            if self._eq(f.name, name):
-                return i
-        for j, f in enumerate(self.new_columns):
-            if self._eq(f.name, name):
-                return len(self.target_schema.fields) + j
-        return None
+    def display(self, node: exp.Expression) -> str:
+        """An internal-name tree in the user's names (``s.value``), for error messages."""
 
-    def _add_new_column(self, name: str) -> int:
-        src_idx = self.source.index(name)
-        assert src_idx is not None
-        field = self.source_schema.fields[src_idx]
-        self.new_columns.append(StructField(field.name, field.dataType, True, field.metadata))
-        return len(self.target_schema.fields) + len(self.new_columns) - 1
+        def named(parts: list[str]) -> exp.Expression:
+            head = parts[0]
+            out: exp.Expression = exp.column(head)
+            for side in (self.target, self.source):
+                prefix = "__t" if side.name == "target" else "__s"
+                if head.startswith(prefix) and head[3:].isdigit():
+                    out = exp.column(side.columns[int(head[3:])], table=side.alias)
+            for p in parts[1:]:
+                out = exp.Dot(this=out, expression=exp.to_identifier(p))
+            return out
 
-    def _plan_evolution(self) -> None:
-        """Collect new top-level columns that clauses assign (Delta's filterSchema, top level)."""
-        if not self.evolve:
-            return
-        for clause in self.spec.clauses:
-            if clause.kind is ClauseKind.NOT_MATCHED_BY_SOURCE or clause.action is ActionType.DELETE:
-                continue
-            if clause.assignments is None:
-                names = [f.name for f in self.source_schema.fields]
-            else:
-                names = []
-                for a in clause.assignments:
-                    key = list(a.key)
-                    if len(key) >= 2 and self.target.matches_alias(key[0]):
-                        key = key[1:]
-                    if len(key) == 1:
-                        names.append(key[0])
-            for name in names:
-                if self._final_index(name) is None and self.source.index(name) is not None:
-                    self._add_new_column(name)
+        try:
+            return to_sql(rewrite_columns(node, named))
+        except Exception:
+            return to_sql(node)
 
-    @property
-    def final_schema(self) -> StructType:
-        return StructType(list(self.target_schema.fields) + self.new_columns)
-
-    # --- clauses ---------------------------------------------------------------------------------------
+    # --- resolution of assignment keys ---------------------------------------------------------------
 
     def _scope(self, kind: ClauseKind) -> list[Side]:
         if kind is ClauseKind.NOT_MATCHED:
@@ -321,143 +387,128 @@ class _Analyzer:
             return [self.target]
         return [self.source, self.target]
 
-    def _key_index(self, clause: MergeClause, key: tuple[str, ...]) -> tuple[int, tuple[str, ...]]:
+    def _key_on(self, side: Side, key: tuple[str, ...], where: str) -> tuple[str, ...]:
         parts = list(key)
-        where = _CLAUSE_NAMES[clause.action]
-        if len(parts) >= 2 and self.target.matches_alias(parts[0]) and self._final_index(parts[1]) is not None:
+        if len(parts) >= 2 and side.matches_alias(parts[0]) and side.index(parts[1]) is not None:
             parts = parts[1:]
-        idx = self._final_index(parts[0])
+        idx = side.index(parts[0])
         if idx is None:
-            raise AnalysisError(
-                f"Cannot resolve {'.'.join(key)} in {where} given columns "
-                f"{', '.join(self.target.qualified())}.",
-                error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
-                sql_state="42601",
-            )
-        return idx, tuple(parts[1:])
-
-    def _star_outputs(self, clause: MergeClause) -> list[exp.Expression | None]:
-        final = self.final_schema
-        outputs: list[exp.Expression | None] = [None] * len(final.fields)
-        where = _CLAUSE_NAMES[clause.action]
-        if self.evolve:
-            for i, f in enumerate(self.source_schema.fields):
-                j = self._final_index(f.name)
-                if j is not None:
-                    outputs[j] = exp.column(scol(i))
-            return outputs
-        for j, f in enumerate(final.fields):
-            i = self.source.index(f.name)
-            if i is None:
-                raise AnalysisError(
-                    f"Cannot resolve {f.name} in {where} given columns {', '.join(self.source.qualified())}.",
-                    error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
-                    sql_state="42601",
+            raise _KeyError(_unresolved(".".join(key), where, side.qualified()))
+        dtype: DataType = side.schema.fields[idx].dataType
+        for i, part in enumerate(parts[1:], start=1):
+            if isinstance(dtype, StructType):
+                found = self._find(dtype, part)
+                if found is None:
+                    names = ", ".join(f"`{f.name}`" for f in dtype.fields)
+                    raise _KeyError(
+                        error(f"No such struct field `{part}` in {names}.", "FIELD_NOT_FOUND", "42704")
+                    )
+                dtype = found.dataType
+            elif isinstance(dtype, (MapType, ArrayType)) and (
+                isinstance(dtype, MapType) or isinstance(dtype.elementType, StructType)
+            ):
+                raise error(
+                    f"Cannot resolve {'.'.join(parts[: i + 1])} in target columns in {where} given columns "
+                    f"{', '.join(side.qualified())} - "
+                    "Updating nested fields is only supported for StructType.",
+                    "DELTA_UNSUPPORTED_NESTED_FIELD_IN_UPDATE",
+                    "0A000",
                 )
-            outputs[j] = exp.column(scol(i))
-        return outputs
+            else:
+                raise _KeyError(
+                    error(
+                        f'Can\'t extract a value from "{".".join(parts[:i])}". Need a complex type '
+                        f'[STRUCT, ARRAY, MAP] but got "{dtype.simpleString().upper()}".',
+                        "INVALID_EXTRACT_BASE_FIELD_TYPE",
+                        "42000",
+                    )
+                )
+        return tuple(parts)
 
-    def _explicit_outputs(self, clause: MergeClause) -> list[exp.Expression | None]:
-        final = self.final_schema
-        outputs: list[exp.Expression | None] = [None] * len(final.fields)
+    def _resolve_key(self, clause: MergeClause, key: tuple[str, ...]) -> tuple[str, ...]:
+        where = _CLAUSE_NAMES[clause.action]
+        try:
+            return self._key_on(self.target, key, where)
+        except _KeyError as on_target:
+            retry = self.evolve and clause.kind is not ClauseKind.NOT_MATCHED_BY_SOURCE
+            if not retry:
+                raise on_target.error
+        try:
+            return self._key_on(self.source, key, where)
+        except _KeyError as on_source:
+            raise on_source.error
+
+    def _star(self, clause: MergeClause) -> list[Action]:
+        where = _CLAUSE_NAMES[clause.action]
+        if not self.evolve:
+            out = []
+            for f in self.target_schema.fields:
+                i = self.source.index(f.name)
+                if i is None:
+                    raise _unresolved(_quote(f.name), where, self.source.qualified())
+                out.append(
+                    Action((f.name,), exp.column(scol(i)), vtype=self.source_schema.fields[i].dataType)
+                )
+            return out
+        if clause.action is ActionType.INSERT or self.settings.cast.preserve_null_update_star:
+            preserve = clause.action is ActionType.UPDATE
+            return [
+                Action((f.name,), exp.column(scol(i)), preserve=preserve, vtype=f.dataType)
+                for i, f in enumerate(self.source_schema.fields)
+            ]
+        leaves: list[Action] = []  # legacy UPDATE * with evolution: one action per source leaf
+
+        def walk(node: exp.Expression, dtype: DataType, path: tuple[str, ...]) -> None:
+            if isinstance(dtype, StructType):
+                for f in dtype.fields:
+                    walk(struct_field(node, f.name), f.dataType, (*path, f.name))
+            else:
+                leaves.append(Action(path, node, vtype=dtype))
+
+        for i, f in enumerate(self.source_schema.fields):
+            walk(exp.column(scol(i)), f.dataType, (f.name,))
+        return leaves
+
+    def _actions(self, clause: MergeClause) -> list[Action] | None:
+        if clause.action is ActionType.DELETE:
+            return None
+        if clause.is_star:
+            return self._star(clause)
         scope = self._scope(clause.kind)
         where = _CLAUSE_NAMES[clause.action]
-        nested: dict[int, list[tuple[tuple[str, ...], exp.Expression]]] = {}
-        seen: list[tuple[int, tuple[str, ...], str]] = []
+        out = []
         assert clause.assignments is not None
         for a in clause.assignments:
-            idx, fields = self._key_index(clause, a.key)
-            if clause.action is ActionType.INSERT and fields:
-                raise AnalysisError(
-                    f"Nested field is not supported in the INSERT clause of MERGE operation "
-                    f"(field = {a.key_sql}). Insert the whole struct instead.",
-                    error_class="DELTA_UNSUPPORTED_NESTED_FIELD_IN_OPERATION",
-                    sql_state="0AKDC",
-                )
-            for other_idx, other_fields, other_sql in seen:
-                if other_idx != idx:
-                    continue
-                shorter = min(len(fields), len(other_fields))
-                if tuple(f.lower() for f in fields[:shorter]) == tuple(f.lower() for f in other_fields[:shorter]):
-                    if clause.action is ActionType.INSERT:
-                        raise AnalysisError(
-                            "Duplicate column names in INSERT clause. List each column once.",
-                            error_class="DELTA_DUPLICATE_COLUMNS_ON_INSERT",
-                            sql_state="42701",
-                        )
-                    raise AnalysisError(
-                        f"There is a conflict from these SET columns: [{other_sql}, {a.key_sql}]. "
-                        "Assign each column (or nested field) once.",
-                        error_class="DELTA_CONFLICT_SET_COLUMN",
-                        sql_state="42701",
-                    )
-            seen.append((idx, fields, a.key_sql))
+            path = self._resolve_key(clause, a.key)
             _check_value(a.value, where)
-            value = self.r.rewrite(a.value, scope, where)
-            if fields:
-                nested.setdefault(idx, []).append((fields, value))
-            else:
-                outputs[idx] = value
-        for idx, assigns in nested.items():
-            outputs[idx] = self._rebuild_struct(idx, final.fields[idx].dataType, (), assigns)
-        return outputs
+            out.append(Action(path, self.r.rewrite(a.value, scope, where)))
+        return out
 
-    def _rebuild_struct(
-        self,
-        idx: int,
-        dtype: DataType,
-        path: tuple[str, ...],
-        assigns: list[tuple[tuple[str, ...], exp.Expression]],
-    ) -> exp.Expression:
-        """``SET a.b.c = v``: a named_struct of the target's fields with the assigned ones replaced."""
-        if not isinstance(dtype, StructType):
-            name = ".".join((self.final_schema.fields[idx].name, *path))
-            raise AnalysisError(
-                f"Updating nested fields is only supported for StructType, but you are trying to update "
-                f"a field of `{name}`, which is of type: {dtype.simpleString()}.",
-                error_class="DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT",
-                sql_state="0AKDC",
-            )
-        known = {f.name.lower() for f in dtype.fields}
-        for fields, _ in assigns:
-            if fields[0].lower() not in known:
-                raise AnalysisError(
-                    f"No such struct field `{fields[0]}` in {', '.join(f.name for f in dtype.fields)}.",
-                    error_class="FIELD_NOT_FOUND",
-                    sql_state="42704",
+    # --- schema evolution ------------------------------------------------------------------------------
+
+    def _evolve(self, actions: list[tuple[MergeClause, list[Action] | None]]) -> StructType:
+        if not self.evolve:
+            return self.target_schema
+        assigned = [
+            a.path
+            for clause, acts in actions
+            if acts is not None and clause.kind is not ClauseKind.NOT_MATCHED_BY_SOURCE
+            for a in acts
+        ]
+        migration = filter_schema(self.source_schema, assigned, case_sensitive=self.case_sensitive)
+        final = merge_schemas(self.target_schema, migration, widening=self.settings.widening)
+        if self.settings.drop_null_columns:
+            void = find_null_type_column(final)
+            if void is not None:
+                shown = ".".join(f"`{p}`" for p in void.split("."))
+                raise error(
+                    f"Cannot add column {shown} with type VOID. Please explicitly specify a non-void type.",
+                    "DELTA_MERGE_ADD_VOID_COLUMN",
+                    "42K09",
                 )
-        args: list[exp.Expression] = []
-        for f in dtype.fields:
-            mine = [(fs[1:], v) for fs, v in assigns if fs[0].lower() == f.name.lower()]
-            if any(not rest for rest, _ in mine):
-                value = next(v for rest, v in mine if not rest)
-                value = exp.Cast(this=value, to=exp.DataType.build(f.dataType.simpleString(), dialect="spark"))
-            elif mine:
-                value = self._rebuild_struct(idx, f.dataType, (*path, f.name), mine)
-            else:
-                value = exp.column(tcol(idx)) if idx < len(self.target_schema.fields) else exp.Null()
-                for p in (*path, f.name):
-                    value = exp.Dot(this=value, expression=exp.to_identifier(p, quoted=True))
-            args += [exp.Literal.string(f.name), value]
-        return exp.Anonymous(this="named_struct", expressions=args)
+        return final
 
-    def resolve_clause(self, clause: MergeClause, index: int) -> ResolvedClause:
-        scope = self._scope(clause.kind)
-        condition = None
-        if clause.condition is not None:
-            where = _CONDITION_NAMES[clause.action]
-            _check_condition(clause.condition, f"{where} of MERGE operation")
-            condition = self.r.rewrite(clause.condition, scope, where)
-        outputs: list[exp.Expression | None] | None
-        if clause.action is ActionType.DELETE:
-            outputs = None
-        elif clause.is_star:
-            outputs = self._star_outputs(clause)
-        else:
-            outputs = self._explicit_outputs(clause)
-        if outputs is not None and clause.action is ActionType.INSERT:
-            outputs = [o if o is not None else _null_of(f.dataType) for o, f in zip(outputs, self.final_schema.fields)]
-        return ResolvedClause(clause, index, condition, None if outputs is None else tuple(outputs))
+    # --- driver -----------------------------------------------------------------------------------------
 
     def target_only(self, node: exp.Expression | None) -> list[exp.Expression]:
         """Conjuncts of ``node`` that reference only target columns, in plain target names."""
@@ -467,48 +518,76 @@ class _Analyzer:
                 refs = self.r.refs(conj, [self.source, self.target], "search condition")
             except AnalysisError:
                 continue
-            if not refs or any(r.side != "target" for r in refs):
-                continue
-            if not is_deterministic(conj):
+            if not refs or any(r.side != "target" for r in refs) or not is_deterministic(conj):
                 continue
 
             def plain(parts: list[str]) -> exp.Expression:
                 ref = self.r.resolve(parts, [self.source, self.target], "search condition")
-                name = self.target.columns[ref.index]
-                return exp.column(exp.to_identifier(name, quoted=True)) if not ref.fields else exp.Dot.build(
-                    [exp.to_identifier(name, quoted=True), *[exp.to_identifier(f, quoted=True) for f in ref.fields]]
-                )
+                name = exp.to_identifier(self.target.columns[ref.index], quoted=True)
+                if not ref.fields:
+                    return exp.column(name)
+                return exp.Dot.build([name, *[exp.to_identifier(f, quoted=True) for f in ref.fields]])
 
             out.append(rewrite_columns(conj, plain))
         return out
 
     def run(self) -> ResolvedMerge:
         spec = self.spec
-        if not self.target_schema.fields and not self.evolve:
-            raise AnalysisError(
+        if not self.target_schema.fields and not self.evolve and self.settings.empty_schema_check:
+            raise error(
                 "Cannot MERGE INTO a table with no columns. The target table must have columns, "
                 "or schema evolution must be enabled.",
-                error_class="DELTA_MERGE_INTO_EMPTY_SCHEMA_TARGET",
-                sql_state="428GU",
+                "DELTA_MERGE_INTO_EMPTY_SCHEMA_TARGET",
+                "428GU",
             )
         _check_condition(spec.condition, "search condition of MERGE operation")
         condition = self.r.rewrite(spec.condition, [self.source, self.target], "search condition")
-        self._plan_evolution()
-        resolved = tuple(self.resolve_clause(c, i) for i, c in enumerate(spec.clauses))
-        clause_target_only = tuple(
-            _and_all(self.target_only(c.condition)) if c.condition is not None else None
-            for c in spec.clauses
-            if c.kind is ClauseKind.MATCHED
+        resolved: list[tuple[MergeClause, list[Action] | None, exp.Expression | None]] = []
+        for clause in spec.clauses:
+            actions = self._actions(clause)
+            cond = None
+            if clause.condition is not None:
+                where = _CONDITION_NAMES[clause.action]
+                _check_condition(clause.condition, f"{where} of MERGE operation")
+                cond = self.r.rewrite(clause.condition, self._scope(clause.kind), where)
+            resolved.append((clause, actions, cond))
+        self.final_schema = self._evolve([(c, a) for c, a, _ in resolved])
+        untyped = [a for _, acts, _ in resolved for a in acts or [] if a.vtype is None]
+        for a, t in zip(untyped, self.typer.types([a.value for a in untyped]), strict=True):
+            a.vtype = t
+        aligner = Aligner(
+            self.target_schema,
+            self.final_schema,
+            self.caster,
+            case_sensitive=self.case_sensitive,
+            evolve=self.evolve,
         )
+        clauses = []
+        for i, (clause, actions, cond) in enumerate(resolved):
+            outputs: tuple[exp.Expression | None, ...] | None = None
+            if actions is not None and clause.action is ActionType.INSERT:
+                outputs = tuple(aligner.insert_exprs(actions))
+            elif actions is not None:
+                outputs = tuple(
+                    aligner.update_exprs(self.final_schema.fields, actions, aligner.defaults(), ())
+                )
+            clauses.append(ResolvedClause(clause, i, cond, outputs))
+        keep = aligner.keep_values()
+        self.typer.check(self.final_schema, keep, [c.outputs for c in clauses])
         return ResolvedMerge(
             spec=spec,
             target_schema=self.target_schema,
             final_schema=self.final_schema,
             source_schema=self.source_schema,
             condition=condition,
-            clauses=resolved,
+            clauses=tuple(clauses),
             target_only_conjuncts=tuple(self.target_only(spec.condition)),
-            clause_target_only=clause_target_only,
+            clause_target_only=tuple(
+                _and_all(self.target_only(c.condition)) if c.condition is not None else None
+                for c in spec.clauses
+                if c.kind is ClauseKind.MATCHED
+            ),
+            keep_values=keep,
         )
 
 
@@ -521,6 +600,37 @@ def _and_all(nodes: list[exp.Expression]) -> exp.Expression | None:
     return out
 
 
-def analyze(spec: MergeSpec, target_schema: StructType, *, case_sensitive: bool, evolve: bool) -> ResolvedMerge:
-    """Resolve and validate ``spec`` against the target schema (Delta's analysis + preprocessing)."""
-    return _Analyzer(spec, target_schema, case_sensitive, evolve).run()
+def analyze(
+    spec: MergeSpec,
+    target_schema: StructType,
+    *,
+    case_sensitive: bool,
+    evolve: bool,
+    table_configuration: dict[str, str] | None = None,
+    settings: AnalysisSettings | None = None,
+    spark: Any = None,
+) -> ResolvedMerge:
+    """Resolve and validate ``spec`` against the target schema (Delta's analysis + preprocessing).
+
+    ``table_configuration`` (the table's ``metaData.configuration``) enables type widening when it
+    sets ``delta.enableTypeWidening``. Settings are read from the source's Spark session unless
+    given; ``spark=None`` with explicit settings types only plain references and literals.
+    """
+    if spark is None and settings is None:
+        spark = getattr(spec.source, "sparkSession", None)
+    if settings is None:
+        from deltamerge.spark.session import conf_getter
+
+        settings = AnalysisSettings.from_session(
+            conf_getter(spark), case_sensitive=case_sensitive, table_configuration=table_configuration
+        )
+    elif table_configuration is not None and settings.widening is None:
+        mode = "always"
+        settings = AnalysisSettings(
+            settings.cast,
+            widening_for(table_configuration, mode),
+            settings.drop_null_columns,
+            settings.empty_schema_check,
+        )
+    typer = Typer(target_schema, spec.source.schema, spark, case_sensitive)
+    return _Analyzer(spec, target_schema, case_sensitive, evolve, settings, typer).run()

@@ -63,8 +63,24 @@ def operation_parameters(spec: MergeSpec) -> dict[str, str]:
 
 
 def _evolve_metadata(txn: OptimisticTransaction, rm: ResolvedMerge) -> None:
-    if rm.schema_changed:
-        txn.update_metadata(replace(txn.metadata, schema_string=schema_string(rm.final_schema)))
+    """Commit the post-evolution schema in the merge's own commit (the txn upgrades the protocol).
+
+    Widened column types are recorded in ``delta.typeChanges`` as Delta does when the table has
+    type widening enabled (with ``tableVersion`` for tables on the preview feature).
+    """
+    if not rm.schema_changed:
+        return
+    from deltamerge.merge.evolution import add_type_change_metadata
+    from deltamerge.spark.types import to_spark_schema
+
+    metadata = txn.metadata
+    schema = rm.final_schema
+    if TableProperties.ENABLE_TYPE_WIDENING.get(metadata.configuration):
+        features = set(txn.protocol.writer_features or ()) if txn.protocol is not None else set()
+        version = txn.read_version + 1 if "typeWidening-preview" in features else None
+        current = to_spark_schema(metadata.schema_string)
+        schema = add_type_change_metadata(schema, current, table_version=version)
+    txn.update_metadata(replace(metadata, schema_string=schema_string(schema)))
 
 
 def _dv_enabled(spark: SparkSession, configuration: dict[str, str]) -> bool:

@@ -61,12 +61,14 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool) -> list[Column]:
     action = F.col(ACTION)
     cols: list[Column] = []
     # Without a target side only INSERT clauses can apply (UPDATE outputs refer to target columns).
-    writers = [c for c in rm.clauses if c.outputs is not None and (has_target or c.kind is ClauseKind.NOT_MATCHED)]
+    writers = [
+        c for c in rm.clauses if c.outputs is not None and (has_target or c.kind is ClauseKind.NOT_MATCHED)
+    ]
     for j, field in enumerate(schema.fields):
+        # Analysis already cast every value to its final column type (casting.py: by-name structs,
+        # store-assignment policy); ``keep_values`` is the unchanged target value in that type.
         if has_target and j < n_target:
-            keep = F.col(tcol(j))
-            if rm.target_schema.fields[j].dataType != field.dataType:
-                keep = keep.cast(field.dataType)
+            keep = sql_col(rm.keep_values[j]) if rm.keep_values else F.col(tcol(j))
         else:
             keep = F.lit(None).cast(field.dataType)
         chain: Column | None = None
@@ -75,7 +77,7 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool) -> list[Column]:
             node = c.outputs[j]
             if node is None:
                 continue  # an UPDATE that leaves this column as it is
-            value = sql_col(node).cast(field.dataType)
+            value = sql_col(node)
             cond = action == F.lit(c.index)
             chain = F.when(cond, value) if chain is None else chain.when(cond, value)
         out = keep if chain is None else chain.otherwise(keep)
