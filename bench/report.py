@@ -22,8 +22,9 @@ NOTES: dict[str, str] = {
         "the job-1 time beyond noise. What would close it: (1) when the ON condition is an equi-join whose source "
         "keys are known unique, skip the per-row aggregation (no target row can match twice) and aggregate per file "
         "map-side; (2) fold the touched-file search into job 2 when data skipping shows every candidate file's key "
-        "range overlaps the source's (the spread case): rewrite all candidates in one pass with the multiple-match "
-        "count as an observed metric, as the floor does; (3) fewer, larger shuffle partitions for job 1's small "
+        "range overlaps the source's (the spread case): rewrite all candidates in one pass, as the floor does, "
+        "and check multiple matches as duplicate join keys among the source rows (one aggregation of the source "
+        "keys instead of a pass over the target); (3) fewer, larger shuffle partitions for job 1's small "
         "aggregations. Job 2 cannot go below the floor, so the target needs job 1 at ≤ 15 % of the floor."
     ),
     "dv_vs_delta_rs": (
