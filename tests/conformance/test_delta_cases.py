@@ -37,7 +37,6 @@ ROW_METRICS = (
 # Cases whose feature lands with a later issue: (case id, variant) -> reason. strict: a case that
 # starts passing must be taken off this list.
 PENDING: dict[tuple[str, str], str] = {
-    ("C34", "main"): "type widening: prepare() must pass the table configuration to analyze()",
 }
 
 

@@ -97,7 +97,11 @@ def prepare(spark: SparkSession, table_root: str, spec: MergeSpec) -> tuple[Opti
 
     evolve = spec.schema_evolution or bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
     rm = analyze(
-        spec, to_spark_schema(snapshot.metadata.schema_string), case_sensitive=case_sensitive(spark), evolve=evolve
+        spec,
+        to_spark_schema(snapshot.metadata.schema_string),
+        case_sensitive=case_sensitive(spark),
+        evolve=evolve,
+        table_configuration=dict(snapshot.metadata.configuration),
     )
     plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, dict(snapshot.metadata.configuration)))
     return txn, rm, plan
@@ -196,6 +200,11 @@ def run_merge(
         # outcome they stay for vacuum (deleting them could break a commit that landed).
         if not committing or isinstance(e, (ConcurrentModificationError, DeltaMergeError)):
             _discard(table_root, ctx.written_paths)
+        from deltamerge.merge.casting import translate_runtime_error
+
+        translated = translate_runtime_error(e)
+        if translated is not None:
+            raise translated from e
         raise
     return result_frame(spark, metrics)
 
