@@ -240,3 +240,49 @@ def test_format_delta_reads_and_writes(connect_spark, tmp_path):
     from pyspark.sql.connect.readwriter import DataFrameWriter
 
     assert not getattr(DataFrameWriter.save, "__deltamerge_wrapped__", False)
+
+
+def _temporal_merge(spark, path):
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    import deltamerge
+    from deltamerge import DeltaTable
+
+    schema = "id int, d date, ts timestamp, st struct<f:int>"
+    utc = dt.timezone.utc
+    target = [(1, dt.date(2023, 12, 31), dt.datetime(2023, 1, 1, tzinfo=utc), (1,)),
+              (2, dt.date(2024, 1, 5), dt.datetime(2023, 1, 1, tzinfo=utc), (2,))]  # fmt: skip
+    deltamerge.write(spark.createDataFrame(target, schema), path)
+    source = [(1, None, None, (10,)), (2, None, None, (20,)), (3, dt.date(2024, 2, 1), None, (0,)),
+              (4, dt.date(2024, 2, 2), None, (5,))]  # fmt: skip
+    src = spark.createDataFrame(source, schema)
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(src.alias("s"), F.col("t.id") == F.col("s.id"))
+        .whenMatchedUpdate(
+            F.col("t.d") >= F.lit(dt.date(2024, 1, 1)),
+            set={"ts": F.lit(dt.datetime(2024, 5, 1, 12, 30, tzinfo=utc)), "st": F.col("s.st")},
+        )
+        .whenNotMatchedInsert(
+            F.col("s.st")["f"] > 0,
+            values={"id": "s.id", "d": "s.d", "ts": F.lit(dt.datetime(2024, 6, 1, tzinfo=utc)), "st": "s.st"},
+        )
+        .execute()
+    )  # fmt: skip
+    out = deltamerge.read(spark, path).selectExpr(
+        "id", "CAST(d AS STRING)", "date_format(ts, 'yyyy-MM-dd HH:mm:ss')", "st.f"
+    )
+    return sorted(tuple(r) for r in out.collect())
+
+
+TEMPORAL_EXPECTED = [
+    (1, "2023-12-31", "2023-01-01 00:00:00", 1),
+    (2, "2024-01-05", "2024-05-01 12:30:00", 20),
+    (4, "2024-02-02", "2024-06-01 00:00:00", 5),
+]
+
+
+def test_temporal_literals_and_extract_value_in_column_arguments(connect_spark, tmp_path):
+    assert _temporal_merge(connect_spark, str(tmp_path / "t")) == TEMPORAL_EXPECTED

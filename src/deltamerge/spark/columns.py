@@ -43,7 +43,13 @@ def _quote_ident(part: str) -> str:
     return "`" + part.replace("`", "``") + "`"
 
 
+class _SqlText(str):
+    """A literal already rendered as SQL (temporal values), emitted as is."""
+
+
 def _literal_sql(value: Any) -> str:
+    if isinstance(value, _SqlText):
+        return str(value)
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -51,6 +57,8 @@ def _literal_sql(value: Any) -> str:
     if isinstance(value, (int, float, decimal.Decimal)):
         return repr(value) if not isinstance(value, decimal.Decimal) else f"{value}BD"
     if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:  # an instant: exact whatever the session time zone
+            return _timestamp_micros(value)
         return f"TIMESTAMP'{value.isoformat(sep=' ')}'"
     if isinstance(value, _dt.date):
         return f"DATE'{value.isoformat()}'"
@@ -58,6 +66,19 @@ def _literal_sql(value: Any) -> str:
         return f"X'{bytes(value).hex()}'"
     text = str(value).replace("\\", "\\\\").replace("'", "\\'")
     return f"'{text}'"
+
+
+def _timestamp_micros(value: _dt.datetime) -> str:
+    epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+    delta = value - epoch
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return f"TIMESTAMP_MICROS({micros})"
+
+
+def _extract_sql(child: str, extraction_sql: str) -> str:
+    # col["f"] / col.getField("f") / col[0] / col.getItem(k): Spark SQL's bracket form serves struct
+    # fields, array indexes and map keys alike.
+    return f"{child}[{extraction_sql}]"
 
 
 def _function_sql(name: str, args: list[str], distinct: bool = False) -> str:
@@ -108,6 +129,8 @@ def _classic_sql(node: Any) -> str:
         return f"CAST({_classic_sql(node.child())} AS {node.dataType().sql()})"
     if kind == "Alias":
         return _classic_sql(node.child())
+    if kind == "UnresolvedExtractValue":
+        return _extract_sql(_classic_sql(node.child()), _classic_sql(node.extraction()))
     if kind == "CaseWhenOtherwise":
         parts = ["CASE"]
         for branch in _seq(node.branches()):
@@ -124,6 +147,22 @@ def _py_value(value: Any) -> Any:
     # py4j hands back Python primitives for primitive literals and Java objects for the rest.
     if value is None or isinstance(value, (bool, int, float, str, bytes, bytearray)):
         return value
+    try:
+        cls = value.getClass().getName()
+    except Exception:
+        return str(value)
+    if cls in ("java.sql.Date", "java.time.LocalDate"):
+        return _SqlText(f"DATE'{value.toString()}'")
+    if cls == "java.sql.Timestamp":  # an instant (PySpark converted the datetime in the local zone)
+        micros = (int(value.getTime()) // 1000) * 1_000_000 + int(value.getNanos()) // 1000
+        return _SqlText(f"TIMESTAMP_MICROS({micros})")
+    if cls == "java.time.Instant":
+        micros = int(value.getEpochSecond()) * 1_000_000 + int(value.getNano()) // 1000
+        return _SqlText(f"TIMESTAMP_MICROS({micros})")
+    if cls == "java.time.LocalDateTime":
+        return _SqlText(f"CAST('{value.toString().replace('T', ' ')}' AS TIMESTAMP_NTZ)")
+    if cls == "java.math.BigDecimal":
+        return decimal.Decimal(str(value.toPlainString()))
     return str(value)
 
 
@@ -140,7 +179,7 @@ def _connect_sql(expr: Any) -> str:
         name = expr._unparsed_identifier
         return name if "`" in name else ".".join(_quote_ident(p) for p in name.split("."))
     if kind == "LiteralExpression":
-        return _literal_sql(expr._value)
+        return _literal_sql(_connect_literal(expr._value, expr._dataType))
     if kind == "UnresolvedFunction":
         args = [_connect_sql(a) for a in expr._args]
         return _function_sql(expr._name, args, bool(getattr(expr, "_is_distinct", False)))
@@ -150,6 +189,8 @@ def _connect_sql(expr: Any) -> str:
         return f"CAST({_connect_sql(expr._expr)} AS {type_sql})"
     if kind == "ColumnAlias":
         return _connect_sql(expr._child)
+    if kind == "UnresolvedExtractValue":
+        return _extract_sql(_connect_sql(expr._child), _connect_sql(expr._extraction))
     if kind == "CaseWhen":
         parts = ["CASE"]
         for cond, value in expr._branches:
@@ -159,6 +200,25 @@ def _connect_sql(expr: Any) -> str:
         parts.append("END")
         return "(" + " ".join(parts) + ")"
     raise _unsupported(kind)
+
+
+def _connect_literal(value: Any, data_type: Any) -> Any:
+    """A Connect literal's Python value: Connect keeps dates, timestamps and intervals in their
+    internal form (days, microseconds), which must not be rendered as numbers."""
+    from pyspark.sql.types import DateType, DayTimeIntervalType, TimestampNTZType, TimestampType
+
+    if value is None:
+        return None
+    if isinstance(data_type, DateType) and isinstance(value, int):
+        return _SqlText(f"DATE'{DateType().fromInternal(value).isoformat()}'")
+    if isinstance(data_type, TimestampType) and isinstance(value, int):
+        return _SqlText(f"TIMESTAMP_MICROS({value})")
+    if isinstance(data_type, TimestampNTZType) and isinstance(value, int):
+        wall = TimestampNTZType().fromInternal(value)
+        return _SqlText(f"CAST('{wall.isoformat(sep=' ')}' AS TIMESTAMP_NTZ)")
+    if isinstance(data_type, DayTimeIntervalType) and isinstance(value, int):
+        return _SqlText(f"MAKE_DT_INTERVAL(0, 0, 0, {decimal.Decimal(value) / 1_000_000})")
+    return value
 
 
 def column_to_sql(col: Column) -> str:
