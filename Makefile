@@ -25,6 +25,12 @@ lint: $(STAMP)
 	$(BIN)/mypy src/deltamerge
 	$(BIN)/lint-imports
 
+# Long reliability run: more writer processes, minutes of concurrent MERGEs/appends/deletes, many
+# kill cycles, thousands of generated statements (knobs: DELTAMERGE_SOAK_SECONDS, _SPARK_WRITERS,
+# _LOG_WRITERS, _KILLS, _EXAMPLES; DELTAMERGE_SOAK_REPORT=<file> appends the run's numbers as JSON).
+soak: $(STAMP)
+	DELTAMERGE_SOAK=1 $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout=0 tests/reliability -m soak
+
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --scale full
 

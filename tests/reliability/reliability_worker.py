@@ -1,0 +1,189 @@
+"""A writer process of the reliability tests: ``python reliability_worker.py <config.json>``.
+
+Roles: ``spark`` (its own local SparkSession: MERGE and append through deltamerge) and ``log``
+(pure log layer: appends and deletes committed through ``OptimisticTransaction``). The writer runs
+the operations of :func:`reliability_helpers.plan_op` in order until its deadline (or until it is
+killed) and journals every attempt as one JSON line: ``start``, then ``done`` (with the committed
+version), ``conflict`` (a ``ConcurrentModificationError``, retried up to ``app_retries`` times),
+``skip`` (nothing to delete) or ``error`` (anything else: the tests fail on it).
+
+Config keys: role, w, tables, seed, journal, ready (file to create once warmed up), go (file to
+wait for; it holds the unix time the run starts; optional), duration, app_retries, own, pause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import reliability_helpers as h
+
+from deltamerge.errors import ConcurrentModificationError
+from deltamerge.log.snapshot import DeltaLog
+
+
+class Journal:
+    def __init__(self, path: str) -> None:
+        self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, **event: Any) -> None:
+        event["t"] = time.time()
+        self.fh.write(json.dumps(event) + "\n")
+        self.fh.flush()
+
+
+def spark_session():  # type: ignore[no-untyped-def]
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("deltamerge-reliability-writer")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.driver.memory", "768m")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.sql.adaptive.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("OFF")
+    return spark
+
+
+def spark_merge(spark, root: str, plan: h.OpPlan) -> int | None:  # type: ignore[no-untyped-def]
+    from deltamerge import DeltaTable
+
+    rows = [(*r, k) for r, k in zip(plan.rows, plan.merge_kinds, strict=True)]
+    source = spark.createDataFrame(rows, h.DDL + ", kind string")
+    app_id = f"{h.APP_ID_PREFIX}{plan.w}"
+    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    spark.conf.set("spark.databricks.delta.write.txnVersion", str(plan.op))
+    try:
+        (
+            DeltaTable.forPath(spark, root)
+            .alias("t")
+            .merge(source.alias("s"), f"t.p = '{plan.part}' AND t.id = s.id")
+            .whenMatchedDelete("s.kind = 'D'")
+            .whenMatchedUpdate(set={"w": "s.w", "op": "s.op", "val": "s.val"})
+            .whenNotMatchedInsert("s.kind = 'U'", values={c: f"s.{c}" for c in ("id", "w", "op", "val", "p")})
+            .execute()
+        )
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    # The version that holds this merge's txn action (searched from the newest).
+    log = DeltaLog.for_table(root)
+    latest = log.update().version
+    for v in range(latest, max(0, latest - 500), -1):
+        for a in log.read_commit(v):
+            if getattr(a, "app_id", None) == app_id and getattr(a, "version", None) == plan.op:
+                return v
+    return None
+
+
+def spark_append(spark, root: str, plan: h.OpPlan) -> int | None:  # type: ignore[no-untyped-def]
+    import deltamerge
+
+    df = spark.createDataFrame(list(plan.rows), h.DDL).coalesce(1)
+    return deltamerge.write(df, root, mode="append")
+
+
+def fixed_append(cfg: dict[str, Any]) -> h.OpPlan:
+    """The append of role ``append_once``: 3 rows into ``cfg['part']`` of the first table."""
+    rows = h.fixed_rows(cfg["w"], cfg["part"], cfg["seed"])
+    return h.OpPlan(cfg["w"], 0, "append", 0, cfg["part"], tuple(rows))
+
+
+def main(config_path: str) -> int:
+    with open(config_path, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    role, w, tables, seed = cfg["role"], cfg["w"], cfg["tables"], cfg["seed"]
+    journal = Journal(cfg["journal"])
+    if role == "append_once":
+        # One log-layer append of fixed rows (fault-injection tests): exit 0 only if nothing killed us.
+        plan = fixed_append(cfg)
+        journal.write(ev="start", **plan.to_json(), attempt=0)
+        version = h.log_append(tables[plan.table], plan)
+        journal.write(ev="done", **plan.to_json(), attempt=0, version=version)
+        return 0
+    spark = spark_session() if role == "spark" else None
+    if spark is not None:
+        # Warm up the JVM (first job, first Parquet read) before the clock starts.
+        spark.createDataFrame([(1,)], "x long").collect()
+        import deltamerge
+
+        deltamerge.read(spark, tables[0]).limit(1).collect()
+    with open(cfg["ready"], "w") as fh:
+        fh.write(str(os.getpid()))
+    deadline = time.time() + cfg.get("duration", 3600)
+    if cfg.get("go"):
+        while not os.path.exists(cfg["go"]):
+            time.sleep(0.02)
+        time.sleep(0.05)
+        with open(cfg["go"]) as fh:
+            deadline = float(fh.read().strip() or time.time()) + cfg["duration"]
+    journal.write(ev="begin", w=w, pid=os.getpid())
+    pause = float(cfg.get("pause", 0.0))
+    op = 0
+    while time.time() < deadline:
+        plan = h.plan_op(seed, w, op, len(tables), cfg.get("own"))
+        root = tables[plan.table]
+        for attempt in range(int(cfg.get("app_retries", 3))):
+            journal.write(ev="start", **plan.to_json(), attempt=attempt)
+            try:
+                if plan.kind == "merge":
+                    version = spark_merge(spark, root, plan)
+                elif plan.kind == "append" and role == "spark":
+                    version = spark_append(spark, root, plan)
+                elif plan.kind == "append":
+                    version = h.log_append(root, plan)
+                else:
+                    version = h.log_delete(root, plan, random.Random(f"{seed}/{w}/{op}/{attempt}"))
+                    if version is None:
+                        journal.write(ev="skip", **plan.to_json(), attempt=attempt)
+                        break
+            except ConcurrentModificationError as e:
+                journal.write(
+                    ev="conflict",
+                    **plan.to_json(),
+                    attempt=attempt,
+                    cls=type(e).__name__,
+                    error_class=e.error_class,
+                    message=str(e)[:1500],
+                )
+                continue
+            except Exception as e:
+                journal.write(
+                    ev="error",
+                    **plan.to_json(),
+                    attempt=attempt,
+                    cls=type(e).__name__,
+                    message=str(e)[:2000],
+                    trace=traceback.format_exc()[-4000:],
+                )
+                break
+            journal.write(ev="done", **plan.to_json(), attempt=attempt, version=version)
+            break
+        op += 1
+        if pause:
+            time.sleep(random.Random(f"{seed}/{w}/{op}/pause").uniform(0, pause))
+    journal.write(ev="end", w=w, ops=op)
+    if spark is not None:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
