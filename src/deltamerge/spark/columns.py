@@ -225,7 +225,7 @@ def column_to_sql(col: Column) -> str:
     """SQL text equivalent to ``col`` (for analysis by deltamerge)."""
     if type(col).__module__.startswith("pyspark.sql.connect"):
         return _connect_sql(col._expr)  # type: ignore[attr-defined]
-    return _classic_sql(col._jc.node())  # type: ignore[attr-defined]
+    return _classic_sql(col._jc.node())  # type: ignore[attr-defined, operator]
 
 
 def expression_text(value: str | Column) -> str:
