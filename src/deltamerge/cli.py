@@ -189,7 +189,8 @@ def _print_rows(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
 
     table = Table(title=title, show_lines=False)
     for c in columns:
-        table.add_column(c, overflow="fold")
+        narrow = c in ("version", "timestamp", "operation", "_commit_version", "_change_type")
+        table.add_column(c, overflow="fold", no_wrap=narrow)
     for r in rows:
         table.add_row(
             *[
@@ -208,6 +209,7 @@ def _progress(spark: Any, what: str) -> Iterator[None]:
     """A status line on stderr naming the running phase (the job descriptions of merge/*.py) and,
     on classic sessions, the task progress of its active stage (polled from the status tracker)."""
     from rich.console import Console
+    from rich.markup import escape
 
     from deltamerge.spark.session import is_connect, phase_listener
 
@@ -216,9 +218,9 @@ def _progress(spark: Any, what: str) -> Iterator[None]:
     done = threading.Event()
 
     def on_phase(description: str, started: bool) -> None:
-        state["phase"] = description if started else f"{what}: committing"
+        state["phase"] = description if started else f"{what}: finishing ({description}: done)"
 
-    with console.status(state["phase"]) as status, phase_listener(on_phase):
+    with console.status(escape(state["phase"])) as status, phase_listener(on_phase):
         tracker = None if is_connect(spark) else spark.sparkContext.statusTracker()
 
         def poll() -> None:
@@ -229,8 +231,8 @@ def _progress(spark: Any, what: str) -> Iterator[None]:
                         stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
                         tasks = [(s.numCompletedTasks, s.numTasks) for s in stages if s is not None]
                         if tasks:
-                            text += f"  [tasks {sum(a for a, _ in tasks)}/{sum(b for _, b in tasks)}]"
-                status.update(text)
+                            text += f"  (tasks {sum(a for a, _ in tasks)}/{sum(b for _, b in tasks)})"
+                status.update(escape(text))
 
         poller = threading.Thread(target=poll, name="deltamerge-cli-progress", daemon=True)
         poller.start()
@@ -474,13 +476,45 @@ def history(
             typer.echo(json.dumps(r, default=str))
         return
     _print_rows(
-        f"History of {root}",
+        f"History of {root} (all parameters and metrics: --json)",
         ["version", "timestamp", "operation", "parameters", "metrics"],
         [
-            [r["version"], r["timestamp"], r["operation"], r["operationParameters"], r["operationMetrics"]]
+            [
+                r["version"],
+                (r["timestamp"] or "")[:19].replace("T", " "),
+                r["operation"],
+                _short(r["operationParameters"], _PARAM_KEYS),
+                _short(r["operationMetrics"], _METRIC_KEYS),
+            ]
             for r in rows
         ],
     )
+
+
+_PARAM_KEYS = ("mode", "predicate", "partitionBy", "version", "timestamp", "retentionCheckEnabled")
+_METRIC_KEYS = (
+    "numOutputRows",
+    "numTargetRowsInserted",
+    "numTargetRowsUpdated",
+    "numTargetRowsDeleted",
+    "numUpdatedRows",
+    "numDeletedRows",
+    "numCopiedRows",
+    "numFiles",
+    "numAddedFiles",
+    "numRemovedFiles",
+    "numTargetFilesAdded",
+    "numTargetFilesRemoved",
+    "numTargetDeletionVectorsAdded",
+)
+
+
+def _short(values: dict[str, Any], keys: Sequence[str]) -> str:
+    """The most telling entries of a parameters/metrics map, one per line."""
+    picked = [(k, values[k]) for k in keys if k in values and values[k] not in (None, "", "[]")]
+    if not picked:
+        picked = list(values.items())[:4]
+    return "\n".join(f"{k}={v}" for k, v in picked)
 
 
 @app.command()
