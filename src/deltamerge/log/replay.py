@@ -58,8 +58,25 @@ class LogReplay:
 
     def apply(self, actions: Iterable[Action]) -> None:
         """Apply the actions of one commit (or one checkpoint) in file order."""
+        files = self.files
+        tombstones = self.tombstones
         for action in actions:
-            if isinstance(action, AddFile):
+            cls = type(action)
+            if cls is AddFile:
+                # The hot path (a checkpoint of a big table is 100k's of these): same as below.
+                dv = action.deletion_vector  # type: ignore[union-attr]
+                key = (action.path, None if dv is None else dv.unique_id)  # type: ignore[union-attr]
+                if key in files:
+                    del files[key]
+                files[key] = action  # type: ignore[assignment]
+                if tombstones:
+                    tombstones.pop(key, None)
+            elif cls is RemoveFile:
+                dv = action.deletion_vector  # type: ignore[union-attr]
+                key = (action.path, None if dv is None else dv.unique_id)  # type: ignore[union-attr]
+                files.pop(key, None)
+                tombstones[key] = action  # type: ignore[assignment]
+            elif isinstance(action, AddFile):
                 key = action.key
                 # A newer add for the same logical file replaces it (e.g. stats recomputation).
                 self.files.pop(key, None)
