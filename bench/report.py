@@ -283,8 +283,32 @@ def write_report(report: dict, path: str) -> None:
       "written as Parquet with the same output-file policy. No log, no stats, no deletion vectors, no search for "
       "touched files.")
     w("")
+    text = "\n".join(out) + "\n"
+    kept = _kept_sections(path)
+    if kept:
+        text += "\n" + _KEEP_MARK + "\n\n" + kept
     with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+        f.write(text)
+
+
+_KEEP_MARK = "<!-- Sections below are not written by bench/run.py; it keeps them when it rewrites this file. -->"
+_OWN_SECTIONS = (
+    "Machine and versions", "Acceptance targets", "Results", "Observations", "How the three engines are run",
+)
+
+
+def _kept_sections(path: str) -> str:
+    """Top-level sections of an existing report that other tools or people added (kept verbatim)."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        return ""
+    if _KEEP_MARK in old:
+        return old.split(_KEEP_MARK, 1)[1].lstrip("\n")
+    parts = ("\n" + old).split("\n## ")
+    kept = [p for p in parts[1:] if p.split("\n", 1)[0].strip() not in _OWN_SECTIONS]
+    return "".join("## " + p.rstrip("\n") + "\n\n" for p in kept).rstrip("\n") + "\n" if kept else ""
 
 
 def main(argv: list[str] | None = None) -> int:
