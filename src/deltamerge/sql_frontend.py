@@ -65,7 +65,9 @@ def _clause(when: exp.When) -> MergeClause:
     if isinstance(then, exp.Update):
         if kind is ClauseKind.NOT_MATCHED:
             raise ParseError("WHEN NOT MATCHED clauses can only INSERT.")
-        items = then.expressions
+        items = then.args.get("expressions")
+        if not isinstance(items, list) or not items:  # e.g. ``UPDATE *``: Spark's parser rejects it too
+            raise ParseError("Syntax error in MERGE: use UPDATE SET * or UPDATE SET column = expression, ...")
         if len(items) == 1 and isinstance(items[0], exp.Star):
             if kind is ClauseKind.NOT_MATCHED_BY_SOURCE:
                 raise ParseError("UPDATE SET * is not allowed in WHEN NOT MATCHED BY SOURCE clauses.")
@@ -76,7 +78,7 @@ def _clause(when: exp.When) -> MergeClause:
                 raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
             key = item.this
             parts = (
-                tuple(column_parts(key)) if isinstance(key, (exp.Column, exp.Dot)) else parse_key(to_sql(key))
+                _column_key(key) if isinstance(key, (exp.Column, exp.Dot)) else parse_key(to_sql(key))
             )
             assigns.append(Assignment(parts, item.expression))
         return MergeClause(kind, ActionType.UPDATE, condition, tuple(assigns))
@@ -85,6 +87,10 @@ def _clause(when: exp.When) -> MergeClause:
             raise ParseError("INSERT is only allowed in WHEN NOT MATCHED [BY TARGET] clauses.")
         if isinstance(then.this, exp.Star):
             return MergeClause(kind, ActionType.INSERT, condition, None)
+        if then.this is None or then.expression is None:  # ``INSERT``, ``INSERT VALUES (...)``
+            raise ParseError(
+                "Syntax error in MERGE: use INSERT * or INSERT (column, ...) VALUES (expression, ...)"
+            )
         cols = then.this.expressions if isinstance(then.this, exp.Tuple) else [then.this]
         vals_node = then.expression
         vals = vals_node.expressions if isinstance(vals_node, exp.Tuple) else [vals_node]
@@ -94,11 +100,18 @@ def _clause(when: exp.When) -> MergeClause:
                 error_class="DELTA_INSERT_COLUMN_ARITY_MISMATCH",
             )
         assigns = [
-            Assignment(tuple(column_parts(c)) if isinstance(c, (exp.Column, exp.Dot)) else (c.name,), v)
+            Assignment(_column_key(c) if isinstance(c, (exp.Column, exp.Dot)) else (c.name,), v)
             for c, v in zip(cols, vals)
         ]
         return MergeClause(kind, ActionType.INSERT, condition, tuple(assigns))
     raise ParseError(f"Unsupported MERGE action: {to_sql(then) if then is not None else 'none'}.")
+
+
+def _column_key(node: exp.Column | exp.Dot) -> tuple[str, ...]:
+    try:
+        return tuple(column_parts(node))
+    except ValueError:
+        raise ParseError(f"Expected a column name in the MERGE clause, found {to_sql(node)}.") from None
 
 
 def _check_sql_grammar(clauses: list[MergeClause]) -> None:
@@ -122,6 +135,11 @@ def _check_sql_grammar(clauses: list[MergeClause]) -> None:
 
 def _target(table: exp.Table) -> tuple[str, str | None, str | None]:
     """(path, alias, name) of the MERGE target."""
+    if not isinstance(table, exp.Table):
+        raise ParseError(
+            f"MERGE INTO needs a table as target (a registered name or delta.`/path`), found "
+            f"{to_sql(table)[:200] if table is not None else 'nothing'}."
+        )
     alias = table.alias or None
     if (
         table.args.get("db") is not None
