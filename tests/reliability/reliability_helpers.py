@@ -264,10 +264,10 @@ class Committed:
     ids: tuple[int, ...] = ()  # log deletes: the ids deleted
 
 
-def identify_versions(root: str) -> list[Committed]:
-    """Versions 1..latest with the ``(writer, op)`` each committed, read from the log alone."""
+def identify_versions(root: str, upto: int | None = None) -> list[Committed]:
+    """Versions 1..``upto`` (default: latest) with the ``(writer, op)`` each committed, from the log alone."""
     log = DeltaLog(root)
-    latest = log.latest_version()
+    latest = log.latest_version() if upto is None else upto
     out: list[Committed] = []
     for v in range(1, latest + 1):
         actions = log.read_commit(v)
@@ -349,11 +349,11 @@ class Replay:
 
 
 def replay(
-    root: str, seed: int, n_tables: int, own: dict[str, str] | None = None
+    root: str, seed: int, n_tables: int, own: dict[str, str] | None = None, upto: int | None = None
 ) -> tuple[Replay, list[Committed]]:
-    """The serial replay of every committed version of ``root`` on top of version 0."""
+    """The serial replay of the committed versions of ``root`` (up to ``upto``) on top of version 0."""
     state = Replay({r[0]: r for r in table_rows(root, 0)})
-    committed = identify_versions(root)
+    committed = identify_versions(root, upto)
     seen: set[tuple[str, int]] = set()
     for c in committed:
         if (c.w, c.op) in seen:

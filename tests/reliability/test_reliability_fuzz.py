@@ -409,6 +409,27 @@ test_sql_random_text, test_soak_sql_random_text = _fuzz(
 )
 
 
+# Inputs that once raised internal errors (TypeError, AttributeError, ValueError), found by the fuzzers
+# above and fixed in sql_frontend.py.
+FOUND = [
+    "MERGE INTO fuzz_t t USING fuzz_s s ON t.id = s.id WHEN MATCHED THEN UPDATE *",  # TypeError
+    "MERGE INTO fuzz_t t USING fuzz_s s ON t.id = s.id WHEN NOT MATCHED BY SOURCE THEN UPDATE *",
+    "MERGE INTO fuzz_t t USING fuzz_s s ON t.id = s.id WHEN NOT MATCHED THEN INSERT",  # AttributeError
+    "MERGE INTO fuzz_t t USING fuzz_s s ON t.id = s.id WHEN NOT MATCHED THEN INSERT VALUES (1)",
+    "MERGE INTO VALUES t USING fuzz_s s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    "MERGE INTO fuzz_t t USING fuzz_s s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v, $ s.b = 1",
+    "MERGE INTO fuzz_t t USING fuzz_s s ON t.id = s.id WHEN NOT MATCHED THEN INSERT ($ s.b) VALUES (1)",
+    "MERGE INTO delta.`/no/such/table` t USING fuzz_s s ON t.id = s.id WHEN MATCHED THEN DELETE",
+]
+
+
+@pytest.mark.parametrize("text", FOUND)
+def test_found_by_fuzzing(spark, fuzz_table: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(DeltaMergeError) as err:
+        deltamerge.sql(spark, text).collect()
+    assert err.value.error_class in ("PARSE_SYNTAX_ERROR", "DELTA_MISSING_DELTA_TABLE"), str(err.value)
+
+
 # --- the builder ---------------------------------------------------------------------------------------
 
 
