@@ -222,13 +222,13 @@ def crash_campaign(workdir: str, spark, *, spark_cycles: int, max_delay: float) 
                 wk.kill()
     state = verify(root, own, workers)
     assert _spark_rows(spark, root) == state.sorted_rows()
+    committed = h.identify_versions(root)  # before VACUUM deletes the removed files it reads
     orphans_before = h.orphan_data_files(root)
     deleted = _vacuum(spark, root)
     assert h.orphan_data_files(root) == []
     assert _staging_dirs(root) == []
     assert set(orphans_before) <= set(deleted)
     assert h.table_rows(root) == state.sorted_rows() == _spark_rows(spark, root)
-    committed = h.identify_versions(root)
     stats["versions"] = len(committed)
     stats["committed_by_kind"] = dict(Counter(c.kind for c in committed))  # type: ignore[assignment]
     stats["orphans_vacuumed"] = len(orphans_before)
