@@ -13,7 +13,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from deltamerge.constraints import enforced_write
-from deltamerge.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
+from deltamerge.errors import (
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
 from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
@@ -24,7 +29,13 @@ from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
-_MODES = {"error": "ErrorIfExists", "errorifexists": "ErrorIfExists", "append": "Append", "overwrite": "Overwrite", "ignore": "Ignore"}
+_MODES = {
+    "error": "ErrorIfExists",
+    "errorifexists": "ErrorIfExists",
+    "append": "Append",
+    "overwrite": "Overwrite",
+    "ignore": "Ignore",
+}
 
 
 def _abs(path: str) -> str:
@@ -70,7 +81,9 @@ def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[Dat
             f"Data columns not in the table: {', '.join(f.name for f in extra)}. "
             "To add them, write with merge_schema=True (Delta's mergeSchema option).",
         )
-    final = StructType(list(table.fields) + [StructField(f.name, as_nullable(f.dataType), True) for f in extra])
+    final = StructType(
+        list(table.fields) + [StructField(f.name, as_nullable(f.dataType), True) for f in extra]
+    )
     cols = []
     for f in final.fields:
         src = by_name.get(f.name.lower())
@@ -126,7 +139,9 @@ def write(
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
     exists = not txn.is_new_table
     if exists and key in ("error", "errorifexists"):
-        raise TableAlreadyExistsError(f"Cannot write to already existent path {root} without setting mode 'append' or 'overwrite'.")
+        raise TableAlreadyExistsError(
+            f"Cannot write to already existent path {root} without setting mode 'append' or 'overwrite'."
+        )
     if exists and key == "ignore":
         return None
     if exists:
@@ -135,11 +150,15 @@ def write(
     _check_names(df.schema)
     overwrite = key == "overwrite"
     if not exists or (overwrite and overwrite_schema):
-        schema = StructType([StructField(f.name, as_nullable(f.dataType), True, f.metadata) for f in df.schema.fields])
+        schema = StructType(
+            [StructField(f.name, as_nullable(f.dataType), True, f.metadata) for f in df.schema.fields]
+        )
         lower = {f.name.lower(): f.name for f in schema.fields}
         missing = [p for p in parts if p.lower() not in lower]
         if missing:
-            raise InvalidArgumentError(f"Partition column(s) {missing} not found in schema {schema.simpleString()}.")
+            raise InvalidArgumentError(
+                f"Partition column(s) {missing} not found in schema {schema.simpleString()}."
+            )
         parts = [lower[p.lower()] for p in parts]
         if parts and len(set(parts)) >= len(schema.fields):
             raise InvalidArgumentError(
@@ -148,7 +167,9 @@ def write(
             )
         conf = dict(configuration or {}) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
         for k, v in (configuration or {}).items():
-            conf[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)  # as Delta writes booleans
+            conf[k] = (
+                ("true" if v else "false") if isinstance(v, bool) else str(v)
+            )  # as Delta writes booleans
         meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
         txn.update_metadata(
             Metadata(
@@ -179,8 +200,12 @@ def write(
     meta = txn.metadata
     assert meta is not None
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
-    written = enforced_write(write_parquet, data, schema, meta.configuration, root, parts, timestamp_partition_columns=ts_parts)
-    adds = to_add_files(root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark))
+    written = enforced_write(
+        write_parquet, data, schema, meta.configuration, root, parts, timestamp_partition_columns=ts_parts
+    )
+    adds = to_add_files(
+        root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark)
+    )
     actions: list[Action] = list(adds)
     if exists and overwrite:
         now = int(time.time() * 1000)
@@ -222,7 +247,9 @@ def snapshot_for(
     """
     log = DeltaLog.for_table(_abs(path))
     if not log.exists():
-        raise TableNotFoundError(f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first.")
+        raise TableNotFoundError(
+            f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
+        )
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("Specify either version or timestamp for time travel, not both.")
     if timestamp is not None:

@@ -29,8 +29,8 @@ MAX_SQL_LENGTH = 1_000_000
 _SPARK_NON_LAST = {
     ClauseKind.MATCHED: (
         "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
-        "When there are more than one MATCHED clauses in a MERGE statement, only the last MATCHED clause can omit "
-        "the condition.",
+        "When there are more than one MATCHED clauses in a MERGE statement, only the last MATCHED clause "
+        "can omit the condition.",
     ),
     ClauseKind.NOT_MATCHED: (
         "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION",
@@ -77,9 +77,7 @@ def _clause(when: exp.When) -> MergeClause:
             if not isinstance(item, exp.EQ):
                 raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
             key = item.this
-            parts = (
-                _column_key(key) if isinstance(key, (exp.Column, exp.Dot)) else parse_key(to_sql(key))
-            )
+            parts = _column_key(key) if isinstance(key, (exp.Column, exp.Dot)) else parse_key(to_sql(key))
             assigns.append(Assignment(parts, item.expression))
         return MergeClause(kind, ActionType.UPDATE, condition, tuple(assigns))
     if isinstance(then, exp.Insert):
@@ -101,7 +99,7 @@ def _clause(when: exp.When) -> MergeClause:
             )
         assigns = [
             Assignment(_column_key(c) if isinstance(c, (exp.Column, exp.Dot)) else (c.name,), v)
-            for c, v in zip(cols, vals)
+            for c, v in zip(cols, vals, strict=True)  # lengths checked above
         ]
         return MergeClause(kind, ActionType.INSERT, condition, tuple(assigns))
     raise ParseError(f"Unsupported MERGE action: {to_sql(then) if then is not None else 'none'}.")
@@ -123,8 +121,8 @@ def _check_sql_grammar(clauses: list[MergeClause]) -> None:
     for c in clauses:
         if _ORDER[c.kind] < last:
             raise ParseError(
-                "Syntax error in MERGE: WHEN MATCHED clauses must come first, then WHEN NOT MATCHED [BY TARGET], "
-                "then WHEN NOT MATCHED BY SOURCE."
+                "Syntax error in MERGE: WHEN MATCHED clauses must come first, then WHEN NOT MATCHED "
+                "[BY TARGET], then WHEN NOT MATCHED BY SOURCE."
             )
         last = _ORDER[c.kind]
     for kind, (error_class, message) in _SPARK_NON_LAST.items():
@@ -151,8 +149,8 @@ def _target(table: exp.Table) -> tuple[str, str | None, str | None]:
     path = catalog.path_for_name(name) or catalog.path_for_name(table.name)
     if path is None:
         raise TableNotFoundError(
-            f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or register "
-            "it with deltamerge.register_table(spark, name, path).",
+            f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
+            "register it with deltamerge.register_table(spark, name, path).",
             error_class="TABLE_OR_VIEW_NOT_FOUND",
         )
     return path, alias or table.name, name

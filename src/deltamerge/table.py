@@ -87,14 +87,16 @@ class DeltaTable:
     # --- construction ------------------------------------------------------------------------------
 
     @classmethod
-    def forPath(cls, sparkSession: SparkSession, path: str) -> DeltaTable:  # noqa: N802, N803 - delta-spark names
+    def forPath(cls, sparkSession: SparkSession, path: str) -> DeltaTable:
         """The table at ``path``; ``[DELTA_MISSING_DELTA_TABLE]`` when there is none."""
         if not DeltaLog.for_table(_abs(path)).exists():
-            raise TableNotFoundError(f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first.")
+            raise TableNotFoundError(
+                f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
+            )
         return cls(sparkSession, path)
 
     @classmethod
-    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:  # noqa: N802, N803
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
         """The table registered under a name with ``deltamerge.register_table``."""
         name = tableOrViewName
         if name.lower().startswith("delta.`") and name.endswith("`"):
@@ -111,7 +113,7 @@ class DeltaTable:
         return table
 
     @classmethod
-    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:  # noqa: N802, N803
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
         """True when ``identifier`` is the path of a Delta table."""
         return DeltaLog.for_table(_abs(identifier)).exists()
 
@@ -122,11 +124,11 @@ class DeltaTable:
         """Absolute table root."""
         return self._path
 
-    def alias(self, aliasName: str) -> DeltaTable:  # noqa: N803
+    def alias(self, aliasName: str) -> DeltaTable:
         """The same table under an alias (used to qualify target columns in merge)."""
         return DeltaTable(self._spark, self._path, alias=aliasName, name=self._name)
 
-    def toDF(self) -> DataFrame:  # noqa: N802
+    def toDF(self) -> DataFrame:
         """The latest rows of the table."""
         df = read_snapshot(self._spark, snapshot_for(self._path))
         return df.alias(self._alias) if self._alias else df
@@ -140,7 +142,10 @@ class DeltaTable:
         rows = []
         for version, ts, info in DeltaLog.for_table(self._path).commit_infos(limit):
             raw = info.raw
-            params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (raw.get("operationParameters") or {}).items()}
+            params = {
+                k: v if isinstance(v, str) else json.dumps(v)
+                for k, v in (raw.get("operationParameters") or {}).items()
+            }
             metrics = {k: str(v) for k, v in (raw.get("operationMetrics") or {}).items()}
             rows.append(
                 (
@@ -186,7 +191,7 @@ class DeltaTable:
 
     # --- maintenance --------------------------------------------------------------------------------
 
-    def vacuum(self, retentionHours: float | None = None) -> DataFrame:  # noqa: N803
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:
         """Delete files no longer referenced by the table and older than the retention period."""
         from deltamerge.vacuum import vacuum
 
@@ -201,7 +206,8 @@ class DeltaTable:
                 "state of your Delta table. If you are certain that there are no operations being performed "
                 "on this table, you may turn off this check by setting "
                 "spark.databricks.delta.retentionDurationCheck.enabled = false. "
-                f"Requested {retention_ms / 3_600_000:g} hours, the table keeps {default_ms / 3_600_000:g} hours.",
+                f"Requested {retention_ms / 3_600_000:g} hours, the table keeps "
+                f"{default_ms / 3_600_000:g} hours.",
                 error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
             )
         deleted = vacuum(snap, retention_ms, now_ms=int(time.time() * 1000))

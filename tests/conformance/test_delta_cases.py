@@ -36,8 +36,7 @@ ROW_METRICS = (
 
 # Cases whose feature lands with a later issue: (case id, variant) -> reason. strict: a case that
 # starts passing must be taken off this list.
-PENDING: dict[tuple[str, str], str] = {
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _variants(case: dict) -> list[tuple[str, dict]]:
@@ -51,7 +50,12 @@ def _variants(case: dict) -> list[tuple[str, dict]]:
         v.pop("derived", None)
         v.pop("expected_cdc_rows", None)
         v.update({k: val for k, val in override.items() if k != "config"})
-        v["merge_sql"] = re.sub(r"MERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO", "MERGE INTO", case["merge_sql"] or "", flags=re.I) or None
+        v["merge_sql"] = (
+            re.sub(
+                r"MERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO", "MERGE INTO", case["merge_sql"] or "", flags=re.I
+            )
+            or None
+        )
         if v.get("python_builder"):
             v["python_builder"] = v["python_builder"].replace(".withSchemaEvolution()", "")
         out.append(("noEvolution", v))
@@ -72,7 +76,11 @@ def _params():
                 reason = PENDING.get((case["id"], variant)) or PENDING.get((case["id"], "*"))
                 if reason:
                     marks.append(pytest.mark.xfail(reason=reason, strict=True))
-                params.append(pytest.param(body, entry, id=f"{case['id']}-{case['name']}-{variant}-{entry}", marks=marks))
+                params.append(
+                    pytest.param(
+                        body, entry, id=f"{case['id']}-{case['name']}-{variant}-{entry}", marks=marks
+                    )
+                )
     return params
 
 
@@ -202,7 +210,9 @@ def test_case(spark, tmp_path, conf, case, entry):
 
         expected_schema = case.get("expected_schema") or derived.get("expected_schema")
         if expected_schema:
-            assert _schema_pairs(after.toDF().schema) == _schema_pairs(spark.createDataFrame([], expected_schema).schema)
+            assert _schema_pairs(after.toDF().schema) == _schema_pairs(
+                spark.createDataFrame([], expected_schema).schema
+            )
         expected_output = case.get("expected_output_row") or derived.get("expected_output_row")
         if expected_output:
             assert result_row == expected_output

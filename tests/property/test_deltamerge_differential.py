@@ -13,10 +13,6 @@ import itertools
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-import oracle
 from harness import (
     EngineOutcome,
     apply_builder,
@@ -28,7 +24,11 @@ from harness import (
     render_sql_merge,
     run_deltars,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import merge_cases
+
+import oracle
 
 EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "200"))
 ROW_METRICS = (
@@ -55,7 +55,9 @@ def _run_deltamerge(spark, case, root: str, via_sql: bool) -> EngineOutcome:
         if via_sql:
             result = deltamerge.sql(spark, render_sql_merge(case))
         else:
-            builder = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), merge_condition(case))
+            builder = (
+                DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), merge_condition(case))
+            )
             result = apply_builder(builder, case).execute()
         counters = tuple(int(v) for v in result.collect()[0])
     except Exception as exc:  # compared as a normalised error class
@@ -75,7 +77,9 @@ def test_deltamerge_matches_oracle_and_deltars(spark, tmp_path_factory, case, vi
     if expected.error is not None and expected.error not in (oracle.MULTIPLE_MATCH,):
         return  # grammar errors are covered by the conformance and analysis tests
     actual = _run_deltamerge(spark, case, root, via_sql)
-    problems = compare_outcome(case, expected, actual, metric_keys=[k for k in ROW_METRICS if k in actual.metrics])
+    problems = compare_outcome(
+        case, expected, actual, metric_keys=[k for k in ROW_METRICS if k in actual.metrics]
+    )
     assert not problems, describe(case) + f"\nvia {'SQL' if via_sql else 'builder'}\n" + "\n".join(problems)
 
     if actual.error is None:

@@ -35,7 +35,9 @@ def _target(spark, path, n=20, files=2, props=None):
 def _upsert(spark, path, keys, extra=()):
     src = spark.createDataFrame([(k, -k) for k in keys] + list(extra), "id int, v int")
     return (
-        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(src.alias("s"), "t.id = s.id")
         .whenMatchedDelete("s.v = -3")
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
@@ -73,7 +75,9 @@ def test_dv_merge_updates_existing_dv_and_removes_full_files(spark, tmp_path):
     assert m["numTargetDeletionVectorsUpdated"] == "1"
     assert m["numTargetDeletionVectorsAdded"] == "1"  # Delta reports added + updated
     src = spark.range(10, 20).selectExpr("cast(id as int) as id", "0 as v")
-    DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedDelete().execute()
+    DeltaTable.forPath(spark, path).alias("t").merge(
+        src.alias("s"), "t.id = s.id"
+    ).whenMatchedDelete().execute()
     m = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
     assert m["numTargetFilesRemoved"] == "1"  # every row of the second file is gone
     expected = sorted([(i, i * 10) for i in range(10) if i not in (1, 2)] + [(1, -1), (2, -2)])
@@ -94,7 +98,9 @@ def test_cdf_merge_matches_deltars_change_feed(spark, tmp_path):
     )
     assert _rows(ours) == expected
     theirs = pa.table(RsTable(path).load_cdf(starting_version=version, ending_version=version).read_all())
-    rs = sorted((r["id"], r["v"], r["_change_type"]) for r in theirs.select(["id", "v", "_change_type"]).to_pylist())
+    rs = sorted(
+        (r["id"], r["v"], r["_change_type"]) for r in theirs.select(["id", "v", "_change_type"]).to_pylist()
+    )
     assert rs == expected
 
 
@@ -112,7 +118,9 @@ def test_insert_only_merge_on_cdf_table_writes_no_change_files(spark, tmp_path):
     path = str(tmp_path / "t")
     _target(spark, path, n=3, files=1, props=CDF)
     src = spark.createDataFrame([(7, 70), (1, 1)], "id int, v int")
-    DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
+    DeltaTable.forPath(spark, path).alias("t").merge(
+        src.alias("s"), "t.id = s.id"
+    ).whenNotMatchedInsertAll().execute()
     from deltamerge.log.actions import AddCDCFile
     from deltamerge.log.snapshot import DeltaLog
 

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def table(spark, tmp_path):
     path = str(tmp_path / "t")
-    deltamerge.write(spark.createDataFrame([(i, i * 10) for i in range(6)], "key int, value int").coalesce(1), path)
+    deltamerge.write(
+        spark.createDataFrame([(i, i * 10) for i in range(6)], "key int, value int").coalesce(1), path
+    )
     return DeltaTable.forPath(spark, path)
 
 
@@ -43,9 +45,17 @@ def test_multiple_match_error_names_offending_rows(spark, table):
     [
         ("t.key = s.nope", lambda b: b.whenMatchedDelete(), "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
         ("key = key", lambda b: b.whenMatchedDelete(), "AMBIGUOUS_REFERENCE"),
-        ("t.key = s.key", lambda b: b.whenMatchedDelete("max(t.value) > 0"), "DELTA_AGGREGATION_NOT_SUPPORTED"),
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedDelete("max(t.value) > 0"),
+            "DELTA_AGGREGATION_NOT_SUPPORTED",
+        ),
         ("t.key = s.key", lambda b: b.whenMatchedDelete("s.key IN (SELECT 1)"), "DELTA_UNSUPPORTED_SUBQUERY"),
-        ("t.key = s.key AND rand() > 0.5", lambda b: b.whenMatchedDelete(), "DELTA_NON_DETERMINISTIC_FUNCTION"),
+        (
+            "t.key = s.key AND rand() > 0.5",
+            lambda b: b.whenMatchedDelete(),
+            "DELTA_NON_DETERMINISTIC_FUNCTION",
+        ),
         (
             "t.key = s.key",
             lambda b: b.whenNotMatchedInsert(values={"key": "t.key", "value": "s.value"}),
@@ -61,7 +71,11 @@ def test_multiple_match_error_names_offending_rows(spark, table):
             lambda b: b.whenMatchedUpdate(set={"value": "1", "t.value": "2"}),
             "DELTA_CONFLICT_SET_COLUMN",
         ),
-        ("t.key = s.key", lambda b: b.whenMatchedUpdate(set={"nope": "1"}), "DELTA_MERGE_UNRESOLVED_EXPRESSION"),
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedUpdate(set={"nope": "1"}),
+            "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        ),
         ("t.key = s.key", lambda b: b, "DELTA_MERGE_MISSING_WHEN"),
         (
             "t.key = s.key",
@@ -84,9 +98,11 @@ def test_sql_duplicate_insert_columns_and_clause_order(spark, table):
     spark.createDataFrame([(9, 9)], "key int, value int").createOrReplaceTempView("src")
     with pytest.raises(AnalysisError, match="DELTA_DUPLICATE_COLUMNS_ON_INSERT"):
         deltamerge.sql(
-            spark, "MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT (key, key) VALUES (1, 2)"
+            spark,
+            "MERGE INTO tgt t USING src s ON t.key = s.key "
+            "WHEN NOT MATCHED THEN INSERT (key, key) VALUES (1, 2)",
         )
-    with pytest.raises(AnalysisError, match="(?i)syntax error"):
+    with pytest.raises(AnalysisError, match=r"(?i)syntax error"):
         deltamerge.sql(
             spark,
             "MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT * "
@@ -134,13 +150,17 @@ def test_column_arguments_and_interleaved_clauses(spark, table):
 def test_explain_reports_plan_without_writing(spark, table):
     before = table.version()
     src = spark.createDataFrame([(1, 1)], "key int, value int")
-    plan = table.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key > 100").whenMatchedDelete().explain()
+    plan = (
+        table.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key > 100").whenMatchedDelete().explain()
+    )
     assert "executor: classic" in plan
     assert "target files after skipping: 0" in plan
     assert "source materialized" in plan
     deltamerge.register_table(spark, "tgt", table.path)
     src.createOrReplaceTempView("src")
-    text = deltamerge.sql(spark, "EXPLAIN MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT *")
+    text = deltamerge.sql(
+        spark, "EXPLAIN MERGE INTO tgt t USING src s ON t.key = s.key WHEN NOT MATCHED THEN INSERT *"
+    )
     assert "executor: insertOnly" in text.collect()[0][0]
     assert table.version() == before
     deltamerge.unregister_table(spark, "tgt")
@@ -148,8 +168,12 @@ def test_explain_reports_plan_without_writing(spark, table):
 
 def test_non_deterministic_source_is_materialized(spark, table):
     # A source whose rows change on each evaluation must give both jobs the same rows.
-    src = spark.range(0, 6).select(F.col("id").cast("int").alias("key"), (F.rand() * 1000).cast("int").alias("value"))
-    result = table.alias("t").merge(src.alias("s"), "t.key = s.key").whenMatchedUpdateAll().execute().collect()[0]
+    src = spark.range(0, 6).select(
+        F.col("id").cast("int").alias("key"), (F.rand() * 1000).cast("int").alias("value")
+    )
+    result = (
+        table.alias("t").merge(src.alias("s"), "t.key = s.key").whenMatchedUpdateAll().execute().collect()[0]
+    )
     assert tuple(result) == (6, 6, 0, 0)
     metrics = table.history(1).collect()[0]["operationMetrics"]
     assert metrics["numSourceRows"] == "6" and metrics["numTargetRowsUpdated"] == "6"
@@ -158,7 +182,8 @@ def test_non_deterministic_source_is_materialized(spark, table):
 def test_history_parameters_and_read_predicate(spark, table):
     src = spark.createDataFrame([(1, 5), (99, 1)], "key int, value int")
     (
-        table.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key < 10")
+        table.alias("t")
+        .merge(src.alias("s"), "t.key = s.key AND t.key < 10")
         .whenMatchedUpdate("s.value > 0", {"value": "s.value"})
         .whenNotMatchedInsertAll()
         .whenNotMatchedBySourceDelete("t.key = 5")
@@ -169,9 +194,16 @@ def test_history_parameters_and_read_predicate(spark, table):
     assert json.loads(params["predicate"]) == ["t.key = s.key AND t.key < 10"]
     assert json.loads(params["matchedPredicates"]) == [{"predicate": "s.value > 0", "actionType": "update"}]
     assert json.loads(params["notMatchedPredicates"]) == [{"actionType": "insert"}]
-    assert json.loads(params["notMatchedBySourcePredicates"]) == [{"predicate": "t.key = 5", "actionType": "delete"}]
+    assert json.loads(params["notMatchedBySourcePredicates"]) == [
+        {"predicate": "t.key = 5", "actionType": "delete"}
+    ]
     assert h["isBlindAppend"] is False and h["readVersion"] == 0
-    assert set(h["operationMetrics"]) >= {"numSourceRows", "numTargetRowsCopied", "executionTimeMs", "rewriteTimeMs"}
+    assert set(h["operationMetrics"]) >= {
+        "numSourceRows",
+        "numTargetRowsCopied",
+        "executionTimeMs",
+        "rewriteTimeMs",
+    }
 
 
 def test_idempotent_merge_with_txn_app_id(spark, table):

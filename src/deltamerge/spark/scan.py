@@ -113,7 +113,9 @@ def partition_value_column(raw: Column, dtype_name: str, dtype) -> Column:  # ty
     """Cast a serialized partition value (protocol §6.4) to its column type."""
     if dtype_name == "timestamp":
         # Modern Delta writes UTC ISO-8601 with 'Z'; legacy writers a zone-less local timestamp.
-        return F.coalesce(F.try_to_timestamp(raw, F.lit("yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX")), raw.try_cast(dtype))
+        return F.coalesce(
+            F.try_to_timestamp(raw, F.lit("yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX")), raw.try_cast(dtype)
+        )
     if dtype_name == "binary":
         return F.encode(raw, "UTF-8")
     return raw.cast(dtype)
