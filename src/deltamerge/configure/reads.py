@@ -1,0 +1,110 @@
+"""``spark.read.format("delta")``: ``load`` (latest, time travel, change data feed) and ``table``."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from deltamerge.configure.state import (
+    bool_option,
+    delta_path_identifier,
+    int_option,
+    is_delta,
+    reader_session,
+    reader_state,
+    single_path,
+    unqualified,
+)
+from deltamerge.errors import InvalidArgumentError
+
+_AT_VERSION = re.compile(r"^(?P<path>.+)@[vV](?P<version>\d+)$")
+_AT_TIMESTAMP = re.compile(r"^(?P<path>.+)@(?P<ts>\d{17})$")
+
+
+def _split_time_travel(path: str) -> tuple[str, int | None, str | None]:
+    """delta-spark's ``path@v123`` / ``path@yyyyMMddHHmmssSSS`` suffixes."""
+    m = _AT_VERSION.match(path)
+    if m:
+        return m.group("path"), int(m.group("version")), None
+    m = _AT_TIMESTAMP.match(path)
+    if m:
+        t = m.group("ts")
+        return m.group("path"), None, f"{t[0:4]}-{t[4:6]}-{t[6:8]} {t[8:10]}:{t[10:12]}:{t[12:14]}.{t[14:17]}"
+    return path, None, None
+
+
+def _delta_read(spark: Any, path: str, opts: Mapping[str, str], *, user_schema: bool) -> Any:
+    if user_schema:
+        raise InvalidArgumentError(
+            "delta does not allow user-specified schemas: the schema is the table's. Drop .schema(...).",
+            error_class="DELTA_UNSUPPORTED_SCHEMA_DURING_READ",
+        )
+    path, at_version, at_timestamp = _split_time_travel(path)
+    if bool_option(opts, "readChangeFeed") or bool_option(opts, "readChangeData"):
+        from deltamerge.cdf_read import read_changes
+
+        if opts.get("versionasof") is not None or opts.get("timestampasof") is not None:
+            raise InvalidArgumentError(
+                "Cannot time travel a change data feed read: use startingVersion/endingVersion instead.",
+                error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_CDF",
+            )
+        return read_changes(
+            spark,
+            path,
+            int_option(opts, "startingVersion"),
+            int_option(opts, "endingVersion"),
+            starting_timestamp=opts.get("startingtimestamp"),
+            ending_timestamp=opts.get("endingtimestamp"),
+        )
+    from deltamerge.io import read
+
+    version = int_option(opts, "versionAsOf")
+    timestamp = opts.get("timestampasof")
+    if at_version is not None or at_timestamp is not None:
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError(
+                "Cannot specify time travel in multiple formats: use either the path@ syntax or the "
+                "versionAsOf/timestampAsOf options.",
+                error_class="DELTA_MULTIPLE_TIME_TRAVEL_FORMATS",
+            )
+        version, timestamp = at_version, at_timestamp
+    return read(spark, path, version=version, timestamp=timestamp)
+
+
+def wrap_load(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def load(
+        self: Any, path: Any = None, format: str | None = None, schema: Any = None, **options: Any
+    ) -> Any:
+        if format is not None:
+            self.format(format)
+        if schema is not None:
+            self.schema(schema)
+        if options:
+            self.options(**options)
+        fmt, opts, user_schema = reader_state(self)
+        spark = reader_session(self)
+        if not is_delta(fmt, spark):
+            return original(self, path)
+        return _delta_read(spark, single_path(path, opts, "load"), opts, user_schema=user_schema)
+
+    return load
+
+
+def wrap_table(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def table(self: Any, tableName: str) -> Any:
+        from deltamerge import catalog
+
+        _fmt, opts, user_schema = reader_state(self)
+        spark = reader_session(self)
+        path = delta_path_identifier(tableName) if isinstance(tableName, str) else None
+        registered = catalog.path_for_name(unqualified(tableName)) if isinstance(tableName, str) else None
+        if path is None and registered is None:
+            return original(self, tableName)
+        df = _delta_read(spark, path or registered, opts, user_schema=user_schema)  # type: ignore[arg-type]
+        return df if path is not None else df.alias(unqualified(tableName))
+
+    return table

@@ -1,0 +1,158 @@
+"""Partial overwrites for ``format("delta")``: ``replaceWhere`` and dynamic partition overwrite, as
+one ``WRITE`` commit run on the MERGE machinery, and ``replaceWhere``'s constraint check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from deltamerge.config import Setting, parse_bool
+from deltamerge.configure.state import table_root
+from deltamerge.errors import InvalidArgumentError
+
+_REPLACE_MARKER = "__dm_replace_marker"
+REPLACE_WHERE_CONSTRAINT_CHECK = Setting(
+    "spark.databricks.delta.replaceWhere.constraintCheck.enabled", True, parse_bool
+)
+_MISMATCH_TAG = "DELTAMERGE_REPLACE_WHERE_MISMATCH"
+
+
+def checked_against(df: Any, predicate: str) -> Any:
+    """``df`` with a lazy check that every row satisfies ``predicate`` (Delta's replaceWhere
+    constraint check): a row that does not fails the write."""
+    from pyspark.sql import functions as F
+
+    message = _MISMATCH_TAG.replace("'", "")
+    return df.where(
+        F.expr(f"CASE WHEN coalesce(({predicate}), false) THEN true ELSE raise_error('{message}') END")
+    )
+
+
+def raise_if_mismatch(error: BaseException, predicate: str | None) -> None:
+    if predicate is not None and _MISMATCH_TAG in str(error):
+        raise InvalidArgumentError(
+            f"Written data does not conform to partial table overwrite condition or constraint "
+            f"'{predicate}'. Write only rows that satisfy the replaceWhere predicate.",
+            error_class="DELTA_REPLACE_WHERE_MISMATCH",
+        ) from None
+
+
+def _quoted(parts: Sequence[str]) -> str:
+    return ".".join("`" + p.replace("`", "``") + "`" for p in parts)
+
+
+def replace_rows(
+    df: Any,
+    path: str,
+    partition_by: Sequence[str],
+    merge_schema: bool,
+    *,
+    predicate: str | None,
+) -> int | None:
+    """Overwrite the rows matching ``predicate`` (replaceWhere), or the partitions present in ``df``
+    (dynamic partition overwrite, ``predicate=None``), with ``df``, in one ``WRITE`` commit.
+
+    Runs as one MERGE: the source is ``df`` plus one marker row; ``ON marker AND <rows to replace>``
+    deletes the replaced rows (data skipping applies to the predicate; deletion vectors and change
+    data files as the table is configured), ``WHEN NOT MATCHED AND NOT marker`` inserts ``df``.
+    """
+    from pyspark.sql import functions as F
+
+    from deltamerge import catalog
+    from deltamerge.io import _align, _check_names, snapshot_for
+    from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
+    from deltamerge.merge.command import run_merge
+    from deltamerge.predicates import parse_expression, rewrite_columns, to_sql
+    from deltamerge.spark.session import setting
+    from deltamerge.spark.types import to_spark_schema
+    from deltamerge.txn.operations import Operation
+
+    spark = df.sparkSession
+    root = table_root(path)
+    snap = snapshot_for(root)
+    meta = snap.metadata
+    parts = list(meta.partition_columns)
+    if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in parts]:
+        raise InvalidArgumentError(
+            f"Partition columns {list(partition_by)} do not match the table's {parts}. Omit partitionBy for "
+            "a partial overwrite.",
+            error_class="DELTA_PARTITION_COLUMNS_MISMATCH",
+        )
+    if predicate is None and not parts:
+        # Dynamic partition overwrite of an unpartitioned table replaces everything (as Delta).
+        from deltamerge.io import write
+
+        return write(df, root, "overwrite", merge_schema=merge_schema)
+    _check_names(df.schema)
+    table_schema = to_spark_schema(meta.schema_string)
+    data, final = _align(df, table_schema, merge_schema=merge_schema)
+    new_columns = [f.name for f in final.fields[len(table_schema.fields) :]]
+    if predicate is not None and setting(spark, REPLACE_WHERE_CONSTRAINT_CHECK):
+        data = checked_against(data, predicate)
+    marker = _REPLACE_MARKER
+    target, source = "__dm_t", "__dm_s"
+    if predicate is not None:
+        # The replaced rows: target rows matching the predicate (names qualified to the target).
+        pred = rewrite_columns(parse_expression(predicate), lambda p: parse_expression(_quoted([target, *p])))
+        trigger = spark.range(1).select(
+            *[F.lit(None).cast(f.dataType).alias(f.name) for f in final.fields], F.lit(True).alias(marker)
+        )
+        condition = f"{source}.`{marker}` AND ({to_sql(pred)})"
+    else:
+        # The replaced partitions: one marker row per distinct partition tuple of the new data.
+        trigger = data.select(*[F.col(_quoted([p])) for p in parts]).distinct()
+        trigger = trigger.select(
+            *[
+                (F.col(_quoted([f.name])) if f.name in parts else F.lit(None).cast(f.dataType)).alias(f.name)
+                for f in final.fields
+            ],
+            F.lit(True).alias(marker),
+        )
+        keys = " AND ".join(f"{_quoted([target, p])} <=> {_quoted([source, p])}" for p in parts)
+        condition = f"{source}.`{marker}` AND {keys}"
+    merge_source = data.withColumn(marker, F.lit(False)).unionByName(trigger).alias(source)
+    insert = MergeClause(
+        ClauseKind.NOT_MATCHED,
+        ActionType.INSERT,
+        parse_expression(f"NOT {source}.`{marker}`"),
+        tuple(Assignment((f.name,), parse_expression(_quoted([source, f.name]))) for f in final.fields),
+    )
+    delete = MergeClause(ClauseKind.MATCHED, ActionType.DELETE, None, ())
+    spec = MergeSpec(
+        source=merge_source,
+        condition=parse_expression(condition),
+        clauses=(delete, insert),
+        target_alias=target,
+        source_alias=source,
+        schema_evolution=bool(new_columns),
+    )
+    params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": parts}
+    if predicate is not None:
+        params["predicate"] = [predicate]
+    else:
+        params["dynamicPartitionOverwrite"] = "true"
+
+    def operation(_spec: MergeSpec, m: Any) -> Operation:
+        metrics = {
+            "numFiles": m.numTargetFilesAdded,
+            "numOutputRows": m.numTargetRowsInserted + m.numTargetRowsCopied,
+            "numOutputBytes": m.numTargetBytesAdded,
+            "numRemovedFiles": m.numTargetFilesRemoved,
+            "numRemovedBytes": m.numTargetBytesRemoved,
+            "numDeletedRows": m.numTargetRowsDeleted,
+            "numCopiedRows": m.numTargetRowsCopied,
+            "numAddedChangeFiles": m.numTargetChangeFilesAdded,
+            "numDeletionVectorsAdded": m.numTargetDeletionVectorsAdded,
+            "numDeletionVectorsRemoved": m.numTargetDeletionVectorsRemoved,
+        }
+        return Operation("WRITE", params, metrics)
+
+    try:
+        run_merge(spark, root, spec, operation=operation)
+    except Exception as e:
+        raise_if_mismatch(e, predicate)
+        raise
+    catalog.refresh_views(spark, root)
+    from deltamerge.log.snapshot import DeltaLog
+
+    return DeltaLog.for_table(root).update().version

@@ -1,0 +1,246 @@
+"""``df.write.format("delta")``: ``save(path)`` and ``saveAsTable(name)`` with Delta's save modes and
+writer options (``mergeSchema``, ``overwriteSchema``, ``replaceWhere``, ``partitionOverwriteMode``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from deltamerge.configure.replace import checked_against, raise_if_mismatch, replace_rows
+from deltamerge.configure.state import (
+    bool_option,
+    delta_path_identifier,
+    is_delta,
+    single_path,
+    table_root,
+    unqualified,
+    writer_frame,
+    writer_state,
+)
+from deltamerge.errors import InvalidArgumentError, TableAlreadyExistsError
+
+_SAVE_MODES = {
+    "error": "error",
+    "errorifexists": "error",
+    "default": "error",
+    "append": "append",
+    "overwrite": "overwrite",
+    "ignore": "ignore",
+}
+
+
+def _save_mode(mode: str | None) -> str:
+    if mode is None:
+        return "error"
+    key = str(mode).strip().lower()
+    if key not in _SAVE_MODES:
+        raise InvalidArgumentError(
+            f"Unknown save mode: {mode}. Accepted save modes are 'overwrite', 'append', 'ignore', 'error', "
+            "'errorifexists', 'default'.",
+            error_class="INVALID_SAVE_MODE",
+        )
+    return _SAVE_MODES[key]
+
+
+def delta_save(
+    df: Any,
+    path: str,
+    mode: str | None,
+    partition_by: Sequence[str],
+    options: Mapping[str, str],
+) -> int | None:
+    """``df.write.format("delta")...save(path)``: returns the committed version (None if ignored)."""
+    from deltamerge.config import SessionConf
+    from deltamerge.io import write
+    from deltamerge.log.snapshot import DeltaLog
+    from deltamerge.spark.session import conf_getter, setting
+
+    spark = df.sparkSession
+    opts = {k.lower(): v for k, v in options.items()}
+    key = _save_mode(mode)
+    exists = DeltaLog.for_table(table_root(path)).exists()
+    # Session settings are read only when they can matter (each is a round trip on Connect).
+    if "mergeschema" in opts:
+        merge_schema = bool_option(opts, "mergeSchema")
+    else:
+        merge_schema = exists and key != "ignore" and bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
+    overwrite_schema = bool_option(opts, "overwriteSchema")
+    replace_where = opts.get("replacewhere")
+    dynamic = "static"
+    if key == "overwrite" and exists:
+        dynamic = (
+            (
+                opts.get("partitionoverwritemode")
+                or conf_getter(spark)("spark.sql.sources.partitionOverwriteMode")
+                or "static"
+            )
+            .strip()
+            .lower()
+        )
+    if dynamic not in ("static", "dynamic"):
+        raise InvalidArgumentError(
+            f"Invalid value '{dynamic}' for option 'partitionOverwriteMode', must be 'static' or 'dynamic'.",
+            error_class="DELTA_ILLEGAL_OPTION",
+        )
+    if key == "overwrite" and exists:
+        if replace_where is not None and replace_where.strip():
+            if overwrite_schema:
+                raise InvalidArgumentError(
+                    "'overwriteSchema' cannot be used together with 'replaceWhere': a partial overwrite "
+                    "keeps the table schema. Drop one of the options.",
+                    error_class="DELTA_OVERWRITE_SCHEMA_WITH_REPLACE_WHERE",
+                )
+            return replace_rows(df, path, partition_by, merge_schema, predicate=replace_where)
+        if dynamic == "dynamic":
+            if overwrite_schema:
+                raise InvalidArgumentError(
+                    "'overwriteSchema' cannot be used in dynamic partition overwrite mode.",
+                    error_class="DELTA_OVERWRITE_SCHEMA_WITH_DYNAMIC_PARTITION_OVERWRITE",
+                )
+            return replace_rows(df, path, partition_by, merge_schema, predicate=None)
+    elif key == "overwrite" and replace_where:
+        df = checked_against(df, replace_where)
+    # A new table takes spark.databricks.delta.properties.defaults.* and "delta."-prefixed writer
+    # options as table properties.
+    configuration = {} if exists else _default_properties(spark)
+    configuration.update({k: v for k, v in options.items() if k.lower().startswith("delta.")})
+    try:
+        return write(
+            df,
+            path,
+            key,
+            partition_by or None,
+            configuration or None,
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
+        )
+    except Exception as e:
+        raise_if_mismatch(e, replace_where)
+        raise
+
+
+_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+
+
+def _default_properties(spark: Any) -> dict[str, str]:
+    """Delta's session defaults for the properties of new tables, as ``delta.<key>`` properties."""
+    try:
+        settings = dict(spark.conf.getAll)
+    except Exception:
+        return {}
+    n = len(_DEFAULTS_PREFIX)
+    return {"delta." + k[n:]: str(v) for k, v in settings.items() if k.startswith(_DEFAULTS_PREFIX)}
+
+
+def _applied(
+    writer: Any, format: str | None, mode: str | None, partitionBy: Any, options: Mapping[str, Any]
+) -> tuple[str | None, dict[str, str], str | None, list[str], Any]:
+    """Apply ``save``/``saveAsTable``'s keyword arguments to ``writer`` (as PySpark does), then
+    return its (format, options, mode, partition columns) and the DataFrame it writes."""
+    writer.mode(mode)
+    if options:
+        writer.options(**options)
+    if partitionBy is not None:
+        writer.partitionBy(partitionBy)
+    if format is not None:
+        writer.format(format)
+    fmt, opts, save_mode, parts = writer_state(writer)
+    return fmt, opts, save_mode, parts, writer_frame(writer)
+
+
+def wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def save(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> None:
+        fmt, opts, save_mode, parts, df = _applied(self, format, mode, partitionBy, options)
+        if not is_delta(fmt, df.sparkSession):
+            return original(self, path)
+        lower = {k.lower(): v for k, v in opts.items()}
+        delta_save(df, single_path(path, lower, "save"), save_mode, parts, opts)
+        return None
+
+    return save
+
+
+def _warehouse_dir(spark: Any) -> str:
+    from deltamerge.spark.session import conf_getter
+
+    return table_root(conf_getter(spark)("spark.sql.warehouse.dir") or "spark-warehouse")
+
+
+def delta_save_as_table(
+    df: Any,
+    name: str,
+    mode: str | None,
+    partition_by: Sequence[str],
+    options: Mapping[str, str],
+) -> int | None:
+    """``df.write.format("delta")...saveAsTable(name)``: a table under ``spark.sql.warehouse.dir``
+    (or at option ``path``), registered under ``name`` for ``spark.read.table``, SQL and
+    ``DeltaTable.forName``."""
+    from deltamerge import catalog
+    from deltamerge.log.snapshot import DeltaLog
+
+    spark = df.sparkSession
+    key = _save_mode(mode)
+    by_path = delta_path_identifier(name)
+    if by_path is not None:
+        return delta_save(df, by_path, key, partition_by, options)
+    short = unqualified(name)
+    if "." in short:
+        raise InvalidArgumentError(
+            f"Cannot save {name!r}: deltamerge table names are session names without a database "
+            "(it has no metastore). Use an unqualified name, or save(path).",
+            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
+        )
+    opts = {k.lower(): v for k, v in options.items()}
+    registered = catalog.path_for_name(short)
+    location = registered or opts.get("path") or os.path.join(_warehouse_dir(spark), short.lower())
+    exists = registered is not None or DeltaLog.for_table(table_root(location)).exists()
+    if registered is None and spark.catalog.tableExists(short):
+        raise TableAlreadyExistsError(
+            f"Cannot create table `{short}`: a table or view of that name exists and is not a deltamerge "
+            "Delta table. Drop it or choose another name.",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+        )
+    if exists and key == "error":
+        raise TableAlreadyExistsError(
+            f"Cannot create table or view `{short}` because it already exists (at {location}). Choose a "
+            "different name, or use mode('append') or mode('overwrite').",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+        )
+    version = None
+    if not (exists and key == "ignore"):
+        version = delta_save(df, location, "overwrite" if key == "error" else key, partition_by, options)
+    catalog.register_table(spark, short, location)
+    return version
+
+
+def wrap_save_as_table(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def saveAsTable(
+        self: Any,
+        name: str,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> None:
+        fmt, opts, save_mode, parts, df = _applied(self, format, mode, partitionBy, options)
+        from deltamerge import catalog
+
+        registered = isinstance(name, str) and catalog.path_for_name(unqualified(name)) is not None
+        if not (is_delta(fmt, df.sparkSession) or (fmt is None and registered)):
+            return original(self, name)
+        delta_save_as_table(df, name, save_mode, parts, opts)
+        return None
+
+    return saveAsTable
