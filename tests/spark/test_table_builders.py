@@ -12,7 +12,8 @@ from deltalake import DeltaTable as RsTable
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField
 
 import deltamerge
-from deltamerge import DeltaTable, builders
+from deltamerge import DeltaTable
+from deltamerge.builders import compaction, creation, restoration
 from deltamerge.errors import (
     ConcurrentAppendError,
     ConcurrentDeleteReadError,
@@ -147,7 +148,7 @@ def test_create_if_not_exists_replace_and_errors(spark, tmp_path):
 
 
 def test_table_name_registers_and_defaults_to_warehouse(spark, tmp_path, monkeypatch):
-    monkeypatch.setattr(builders, "_warehouse", lambda _spark: str(tmp_path / "wh"))  # a static conf
+    monkeypatch.setattr(creation, "_warehouse", lambda _spark: str(tmp_path / "wh"))  # a static conf
     table = DeltaTable.create(spark).tableName("builder_people").addColumn("id", IntegerType()).execute()
     assert table.path == str(tmp_path / "wh" / "builder_people")
     assert _last(spark, table.path)["operationParameters"]["isManaged"] == "true"
@@ -270,7 +271,7 @@ def test_restore_conflicts_with_concurrent_append(spark, tmp_path, monkeypatch):
             deltamerge.write(df, path, mode="append")  # lands between the read and the commit
             return super().commit(actions, operation, **kw)
 
-    monkeypatch.setattr(builders, "OptimisticTransaction", Racing)
+    monkeypatch.setattr(restoration, "OptimisticTransaction", Racing)
     with pytest.raises(ConcurrentAppendError):
         DeltaTable.forPath(spark, path).restoreToVersion(0)
 
@@ -343,7 +344,7 @@ def test_optimize_isolation_allows_appends_but_not_removals(spark, tmp_path, mon
             deltamerge.write(extra, path, mode="append")
             return super().commit(actions, operation, **kw)
 
-    monkeypatch.setattr(builders, "OptimisticTransaction", AppendMeanwhile)
+    monkeypatch.setattr(compaction, "OptimisticTransaction", AppendMeanwhile)
     DeltaTable.forPath(spark, path).optimize().executeCompaction()
     assert len(_rows(spark, path)) == 16 and len(snapshot_for(path).files) == 2
 
@@ -353,7 +354,7 @@ def test_optimize_isolation_allows_appends_but_not_removals(spark, tmp_path, mon
             return super().commit(actions, operation, **kw)
 
     deltamerge.write(extra, path, mode="append")
-    monkeypatch.setattr(builders, "OptimisticTransaction", DeleteMeanwhile)
+    monkeypatch.setattr(compaction, "OptimisticTransaction", DeleteMeanwhile)
     before = {n for n in os.listdir(path) if n.endswith(".parquet")}
     with pytest.raises(ConcurrentDeleteReadError):
         DeltaTable.forPath(spark, path).optimize().executeCompaction()

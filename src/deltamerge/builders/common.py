@@ -1,0 +1,59 @@
+"""What CREATE / REPLACE TABLE, RESTORE and OPTIMIZE share: writing data files and discarding them
+when the commit fails."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from deltamerge.log.actions import AddFile
+from deltamerge.spark.session import session_time_zone
+from deltamerge.spark.types import to_delta_schema
+
+
+def table_root(path: str) -> str:
+    """The absolute table root (deltamerge's own rule)."""
+    from deltamerge.io import _abs as io_abs
+
+    return io_abs(path)
+
+
+def write_data(
+    spark: SparkSession,
+    root: str,
+    df: DataFrame,
+    schema: StructType,
+    parts: Sequence[str],
+    conf: dict[str, str],
+    *,
+    data_change: bool = True,
+    tight_bounds: bool | None = None,
+) -> list[AddFile]:
+    """Write ``df`` as Parquet files under ``root``; their ``add`` actions, with statistics."""
+    from deltamerge.spark.write import to_add_files, write_parquet
+
+    ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+    written = write_parquet(df, root, list(parts), timestamp_partition_columns=ts_parts)
+    return to_add_files(
+        root,
+        written,
+        to_delta_schema(schema),
+        list(parts),
+        conf,
+        data_change=data_change,
+        tight_bounds=tight_bounds,
+        tz=session_time_zone(spark),
+    )
+
+
+def discard(root: str, add_paths: Iterable[str]) -> None:
+    """Best-effort removal of files written for a commit that did not happen."""
+    from urllib.parse import unquote
+
+    for p in add_paths:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(root, unquote(p)))

@@ -1,0 +1,241 @@
+"""OPTIMIZE: bin-packing compaction and delta-spark's ``DeltaOptimizeBuilder``.
+
+Small files are packed per partition; adds and removes carry ``dataChange=false``, so the commit runs
+at SnapshotIsolation (concurrent appends do not conflict, concurrent removal of a compacted file
+does). Rows hidden by deletion vectors are dropped from the rewritten files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from deltamerge import catalog
+from deltamerge.builders.common import discard, write_data
+from deltamerge.config import TableProperties
+from deltamerge.errors import (
+    AnalysisError,
+    ConcurrentModificationError,
+    DeltaMergeError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from deltamerge.log.actions import AddFile
+from deltamerge.log.snapshot import DeltaLog
+from deltamerge.spark.session import conf_getter
+from deltamerge.spark.types import to_spark_schema
+from deltamerge.spark.write import now_ms
+from deltamerge.txn.operations import Operation
+from deltamerge.txn.transaction import OptimisticTransaction
+
+_SIZE = "struct<min:bigint,max:bigint,avg:double,totalFiles:bigint,totalSize:bigint>"
+_LONGS = ["partitionsOptimized", "numBins", "numBatches", "totalConsideredFiles", "totalFilesSkipped"]
+# Delta's OptimizeMetrics (commands/optimize/OptimizeStats.scala), without the z-order, clustering and
+# auto-compaction statistics OPTIMIZE compaction never fills.
+OPTIMIZE_SCHEMA = (
+    "path string, metrics struct<numFilesAdded:bigint,numFilesRemoved:bigint,"
+    f"filesAdded:{_SIZE},filesRemoved:{_SIZE},"
+    + "".join(f"{n}:bigint," for n in _LONGS)
+    + "preserveInsertionOrder:boolean,numFilesSkippedToReduceWriteAmplification:bigint,"
+    "numBytesSkippedToReduceWriteAmplification:bigint,startTimeMs:bigint,endTimeMs:bigint,"
+    "totalClusterParallelism:bigint,totalScheduledTasks:bigint,"
+    "deletionVectorStats:struct<numDeletionVectorsRemoved:bigint,numDeletionVectorRowsRemoved:bigint>,"
+    "numTableColumns:bigint,numTableColumnsWithStats:bigint>"
+)
+_GIB = 1024 * 1024 * 1024
+
+
+def _bytes(text: str | None, default: int) -> int:
+    if text is None or not str(text).strip():
+        return default
+    t = str(text).strip().lower()
+    units = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    num = t.rstrip("kmgtb")
+    try:
+        return int(float(num) * units[t[len(num) :].rstrip("b") or ""])
+    except (KeyError, ValueError):
+        return default
+
+
+def _size_stats(sizes: Sequence[int]) -> tuple[Any, ...]:
+    if not sizes:
+        return (None, None, 0.0, 0, 0)
+    return (min(sizes), max(sizes), sum(sizes) / len(sizes), len(sizes), sum(sizes))
+
+
+def _partition_predicate(spark: SparkSession, snapshot, filters: Sequence[str]):  # type: ignore[no-untyped-def]
+    from deltamerge.predicates import column_parts, column_references, conjunction, parse_expression
+
+    parts = list(snapshot.metadata.partition_columns)
+    nodes = [parse_expression(f) for f in filters]
+    for node in nodes:
+        for col in column_references(node):
+            name = ".".join(column_parts(col))
+            if name.lower() not in {p.lower() for p in parts}:
+                raise AnalysisError(
+                    f"Predicate references non-partition column '{name}'. Only the partition columns may be "
+                    f"referenced: [{', '.join(parts)}]",
+                    error_class="DELTA_NON_PARTITION_COLUMN_REFERENCE",
+                )
+    return conjunction(nodes)
+
+
+def _pack(files: Sequence[AddFile], max_size: int) -> list[list[AddFile]]:
+    """Delta's compaction bins: files by size, a new bin when the next file would overflow."""
+    bins: list[list[AddFile]] = []
+    current: list[AddFile] = []
+    size = 0
+    for f in sorted(files, key=lambda f: f.size):
+        if current and f.size + size > max_size:
+            bins.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += f.size
+    if current:
+        bins.append(current)
+    return [b for b in bins if len(b) > 1]
+
+
+def optimize(spark: SparkSession, table_root: str, partition_filters: Sequence[str] = ()) -> DataFrame:
+    """Compact small files (OPTIMIZE [WHERE partition_filter]); returns (path, metrics) like Delta."""
+    from deltamerge.dml import matching_partitions, predicate_parameter
+    from deltamerge.spark.scan import scan
+
+    start_ms = now_ms()
+    get = conf_getter(spark)
+    txn = OptimisticTransaction(DeltaLog.for_table(table_root), conf=get)
+    snapshot = txn.snapshot
+    if snapshot is None:
+        raise TableNotFoundError(f"`{table_root}` is not a Delta table.")
+    cond = _partition_predicate(spark, snapshot, partition_filters)
+    keep = matching_partitions(spark, snapshot, cond)
+    candidates = [f for f in snapshot.files if keep(f)]
+    conf = dict(snapshot.metadata.configuration)
+    max_size = _bytes(
+        conf.get("delta.targetFileSize"), _bytes(get("spark.databricks.delta.optimize.maxFileSize"), _GIB)
+    )
+    min_size = min(_bytes(get("spark.databricks.delta.optimize.minFileSize"), _GIB), max_size)
+    ratio = float(get("spark.databricks.delta.optimize.maxDeletedRowsRatio") or 0.05)
+
+    def worth_it(f: AddFile) -> bool:
+        dv = f.deletion_vector
+        n = f.num_records
+        many_deleted = dv is not None and (n is None or (n > 0 and dv.cardinality / n > ratio))
+        return f.size < min_size or many_deleted
+
+    groups: dict[tuple[tuple[str, Any], ...], list[AddFile]] = {}
+    for f in candidates:
+        if worth_it(f):
+            groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    jobs = [(key, b) for key, fs in groups.items() for b in _pack(fs, max_size)]
+
+    parts = tuple(snapshot.metadata.partition_columns)
+    schema = to_spark_schema(snapshot.metadata.schema_string)
+    tight = True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None
+
+    added: list[AddFile] = []
+
+    def compact(bin_files: list[AddFile]) -> None:
+        # One Spark job per bin (as Delta), a few at a time; each bin becomes one file.
+        df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files).repartition(1)
+        added.extend(
+            write_data(spark, table_root, df, schema, parts, conf, data_change=False, tight_bounds=tight)
+        )
+
+    threads = max(1, min(len(jobs), int(get("spark.databricks.delta.optimize.maxThreads") or 15)))
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(compact, [b for _, b in jobs]))
+    except BaseException:
+        discard(table_root, [a.path for a in added])
+        raise
+    ts = now_ms()
+    removed_files = [f for _, b in jobs for f in b]
+    removes = [f.remove(ts, data_change=False) for f in removed_files]
+    dvs = [f.deletion_vector for f in removed_files if f.deletion_vector is not None]
+    if added or removes:
+        sizes = sorted(a.size for a in added)
+        n = len(sizes)
+        pct = (sizes[0], sizes[n // 4], sizes[n // 2], sizes[n * 3 // 4], sizes[-1]) if sizes else (0,) * 5
+        metrics = {
+            "numAddedFiles": len(added),
+            "numRemovedFiles": len(removes),
+            "numAddedBytes": sum(sizes),
+            "numRemovedBytes": sum(f.size for f in removed_files),
+            "minFileSize": pct[0],
+            "p25FileSize": pct[1],
+            "p50FileSize": pct[2],
+            "p75FileSize": pct[3],
+            "maxFileSize": pct[4],
+            "numDeletionVectorsRemoved": len(dvs),
+        }
+        params = {
+            "predicate": predicate_parameter(cond) if cond is not None else [],
+            "zOrderBy": [],
+            "auto": False,
+        }
+        txn.add_read_files(removed_files)
+        try:
+            txn.commit([*added, *removes], Operation("OPTIMIZE", params, metrics, changes_data=False))
+        except (ConcurrentModificationError, DeltaMergeError):
+            discard(table_root, [a.path for a in added])
+            raise
+        catalog.refresh_views(spark, table_root)
+    n_cols = len(schema.fields)
+    try:
+        parallelism = spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect has no SparkContext
+        parallelism = 0
+    row = (
+        len(added),
+        len(removes),
+        _size_stats([a.size for a in added]),
+        _size_stats([f.size for f in removed_files]),
+        len({key for key, _ in jobs}),
+        len(jobs),
+        len(jobs),
+        len(candidates),
+        len(candidates) - len(removes),
+        False,
+        0,
+        0,
+        start_ms,
+        now_ms(),
+        parallelism,
+        len(jobs),
+        (len(dvs), sum(d.cardinality for d in dvs)) if dvs else None,
+        n_cols,
+        min(TableProperties.NUM_INDEXED_COLS.get(conf), n_cols),
+    )
+    return spark.createDataFrame([("file:" + table_root, row)], OPTIMIZE_SCHEMA)
+
+
+@dataclass
+class DeltaOptimizeBuilder:
+    """delta-spark's ``DeltaOptimizeBuilder``: ``where(partitionFilter)`` then ``executeCompaction()``."""
+
+    _spark: SparkSession
+    _path: str
+    _filters: list[str] = field(default_factory=list)
+
+    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
+        """Limit OPTIMIZE to the partitions matching ``partitionFilter`` (partition columns only)."""
+        if not isinstance(partitionFilter, str):
+            raise TypeError(f"partitionFilter must be a string, found {type(partitionFilter)}")
+        self._filters.append(partitionFilter)
+        return self
+
+    def executeCompaction(self) -> DataFrame:
+        """Bin-pack the small files of the selected partitions; returns the metrics DataFrame."""
+        return optimize(self._spark, self._path, self._filters)
+
+    def executeZOrderBy(self, *cols: str | list[str] | tuple[str, ...]) -> DataFrame:
+        """Z-ordering is not implemented by deltamerge."""
+        raise UnsupportedOperationError(
+            "OPTIMIZE ... ZORDER BY is not implemented by deltamerge; use executeCompaction().",
+            error_class="DELTA_UNSUPPORTED_OPERATION",
+        )

@@ -1,0 +1,336 @@
+"""CREATE / REPLACE TABLE: ``create_table`` and delta-spark's ``DeltaTableBuilder``.
+
+One transaction: protocol + metadata (+ the files of ``AS SELECT`` data; REPLACE removes every
+current file) as ``CREATE TABLE`` / ``REPLACE TABLE`` / ``CREATE OR REPLACE TABLE`` [``AS SELECT``].
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField, StructType
+
+from deltamerge import catalog
+from deltamerge.builders.common import discard, table_root, write_data
+from deltamerge.config import SessionConf
+from deltamerge.errors import (
+    AnalysisError,
+    InvalidArgumentError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from deltamerge.log.actions import Action, Metadata
+from deltamerge.log.snapshot import DeltaLog
+from deltamerge.spark.session import conf_getter
+from deltamerge.spark.types import schema_string
+from deltamerge.spark.write import now_ms
+from deltamerge.txn.operations import Operation
+from deltamerge.txn.transaction import OptimisticTransaction
+
+if TYPE_CHECKING:
+    from deltamerge.table import DeltaTable
+
+_MODES = ("create", "createIfNotExists", "replace", "createOrReplace")
+
+
+def _warehouse(spark: SparkSession) -> str:
+    return table_root(spark.conf.get("spark.sql.warehouse.dir") or "spark-warehouse")
+
+
+def table_location(spark: SparkSession, name: str) -> str:
+    """Where a name without LOCATION lives: its registered path, else ``<warehouse>/<name>``."""
+    known = catalog.path_for_name(name)
+    if known is not None:
+        return known
+    return os.path.join(_warehouse(spark), name.lower())
+
+
+def _register_name(name: str) -> str:
+    parts = name.split(".")
+    while len(parts) > 1 and parts[0].lower() in ("spark_catalog", "default"):
+        parts = parts[1:]
+    if len(parts) != 1 or not parts[0]:
+        raise InvalidArgumentError(
+            f"deltamerge table names are single-part (they become Spark temp views); got `{name}`. "
+            "Use a name without a database, or a path with .location(...)."
+        )
+    return parts[0]
+
+
+def _session_defaults(spark: SparkSession) -> dict[str, str]:
+    """``spark.databricks.delta.properties.defaults.*`` for new tables (as Delta applies them)."""
+    get = conf_getter(spark)
+    out = {}
+    for s in (
+        SessionConf.DEFAULT_ENABLE_CDF,
+        SessionConf.DEFAULT_ENABLE_DVS,
+        SessionConf.DEFAULT_ENABLE_TYPE_WIDENING,
+    ):
+        value = get(s.key)
+        if value:
+            out["delta." + s.key.rsplit(".", 1)[1]] = value
+    return out
+
+
+def _check_schema(schema: StructType, partition_by: Sequence[str]) -> list[str]:
+    from deltamerge.io import _check_names
+
+    _check_names(schema)
+    lower = {f.name.lower(): f.name for f in schema.fields}
+    missing = [p for p in partition_by if p.lower() not in lower]
+    if missing:
+        raise AnalysisError(
+            f"Couldn't find column {missing[0]} in: {schema.simpleString()}. Partition columns must be "
+            "columns of the table.",
+            error_class="DELTA_PARTITION_COLUMN_NOT_FOUND",
+        )
+    parts = [lower[p.lower()] for p in partition_by]
+    if parts and len(set(parts)) >= len(schema.fields):
+        raise InvalidArgumentError(
+            "Cannot use all columns for partition columns: the data files need at least one column.",
+            error_class="DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION",
+        )
+    return parts
+
+
+def create_table(
+    spark: SparkSession,
+    mode: str,
+    *,
+    name: str | None = None,
+    location: str | None = None,
+    schema: StructType | None = None,
+    partition_by: Sequence[str] = (),
+    properties: dict[str, str] | None = None,
+    comment: str | None = None,
+    data: DataFrame | None = None,
+) -> str:
+    """CREATE / REPLACE a Delta table (``mode``: create, createIfNotExists, replace, createOrReplace).
+
+    ``data`` makes it ``... AS SELECT`` (the schema then comes from the data). A ``name`` is
+    registered with ``deltamerge.register_table``; without ``location`` the table lives in the
+    warehouse directory. Returns the table path.
+    """
+    if mode not in _MODES:
+        raise InvalidArgumentError(f"Unknown table creation mode {mode!r}; use one of {', '.join(_MODES)}.")
+    if name is None and location is None:
+        raise AnalysisError(
+            "Table name or location has to be specified", error_class="DELTA_ILLEGAL_ARGUMENT"
+        )
+    view = _register_name(name) if name is not None else None
+    root = table_root(location) if location is not None else table_location(spark, view)  # type: ignore[arg-type]
+    shown = f"`{name}`" if name else f"delta.`{root}`"
+    log = DeltaLog.for_table(root)
+    txn = OptimisticTransaction(log, conf=conf_getter(spark))
+    exists = not txn.is_new_table
+    replacing = mode in ("replace", "createOrReplace") and exists
+    if exists and mode == "createIfNotExists":
+        if view is not None:
+            catalog.register_table(spark, view, root)
+        return root
+    if exists and mode == "create":
+        # CREATE TABLE name LOCATION '<existing table>' without columns registers the existing table.
+        if (
+            view is not None
+            and location is not None
+            and schema is None
+            and data is None
+            and not catalog.path_for_name(view)
+        ):
+            catalog.register_table(spark, view, root)
+            return root
+        raise TableAlreadyExistsError(
+            f"Cannot create table {shown}: it already exists at {root}. Use createIfNotExists / "
+            "CREATE TABLE IF NOT EXISTS, or createOrReplace / CREATE OR REPLACE TABLE.",
+            error_class="DELTA_TABLE_ALREADY_EXISTS",
+        )
+    if mode == "replace" and not exists:
+        raise TableNotFoundError(
+            f"Table {shown} cannot be replaced as it does not exist. "
+            "Use CREATE OR REPLACE TABLE to create the table.",
+            error_class="DELTA_CANNOT_REPLACE_MISSING_TABLE",
+        )
+    if data is not None:
+        schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in data.schema.fields])
+    if schema is None or not schema.fields:
+        raise AnalysisError(
+            "Table schema is not provided. Please provide the schema (column definition) of the table "
+            "or an AS SELECT query.",
+            error_class="DELTA_SCHEMA_NOT_PROVIDED",
+        )
+    parts = _check_schema(schema, partition_by)
+    conf = {} if replacing else _session_defaults(spark)
+    conf.update(
+        {
+            k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for k, v in (properties or {}).items()
+        }
+    )
+    txn.update_metadata(
+        Metadata(
+            id="",
+            schema_string=schema_string(schema),
+            partition_columns=tuple(parts),
+            configuration=conf,
+            description=comment,
+            created_time=now_ms(),
+        )
+    )
+    actions: list[Action] = []
+    written: list[str] = []
+    metrics: dict[str, int] = {}
+    if replacing:
+        now = now_ms()
+        actions += [f.remove(now) for f in txn.snapshot.files]  # type: ignore[union-attr]
+        txn.mark_read_whole_table()
+    if data is not None:
+        adds = write_data(
+            spark, root, data.select(*[F.col(f"`{c}`") for c in data.columns]), schema, parts, conf
+        )
+        written = [a.path for a in adds]
+        actions += adds
+        metrics = {
+            "numFiles": len(adds),
+            "numOutputRows": sum(a.num_records or 0 for a in adds),
+            "numOutputBytes": sum(a.size for a in adds),
+        }
+    op_name = {"create": "CREATE TABLE", "createIfNotExists": "CREATE TABLE"}.get(mode) or (
+        "CREATE OR REPLACE TABLE" if mode == "createOrReplace" else "REPLACE TABLE"
+    )
+    if data is not None:
+        op_name += " AS SELECT"
+    params = {
+        "isManaged": "false" if location is not None else "true",
+        "description": comment,
+        "partitionBy": list(parts),
+        "clusterBy": [],
+        "properties": dict(txn.metadata.configuration),  # type: ignore[union-attr]
+    }
+    try:
+        txn.commit(actions, Operation(op_name, params, metrics, changes_data=data is not None or replacing))
+    except BaseException:
+        discard(root, written)
+        raise
+    if view is not None:
+        catalog.register_table(spark, view, root)
+    catalog.refresh_views(spark, root)
+    return root
+
+
+def _type_error(msg: str, objs: Iterable[Any]) -> TypeError:
+    for obj in objs:
+        msg += f" Found {obj} with type {type(obj)}"
+    return TypeError(msg)
+
+
+@dataclass
+class DeltaTableBuilder:
+    """delta-spark's ``DeltaTableBuilder``: from ``DeltaTable.create / createIfNotExists / replace /
+    createOrReplace``; set a ``tableName`` and/or a ``location``, the columns, then ``execute()``."""
+
+    _spark: SparkSession
+    _mode: str
+    _name: str | None = None
+    _location: str | None = None
+    _comment: str | None = None
+    _fields: list[StructField] = field(default_factory=list)
+    _partition_by: list[str] = field(default_factory=list)
+    _properties: dict[str, str] = field(default_factory=dict)
+
+    def tableName(self, identifier: str) -> DeltaTableBuilder:
+        """The table name (registered with ``deltamerge.register_table``)."""
+        if type(identifier) is not str:
+            raise _type_error("Identifier must be str.", [identifier])
+        self._name = identifier
+        return self
+
+    def location(self, location: str) -> DeltaTableBuilder:
+        """The directory of the table."""
+        if type(location) is not str:
+            raise _type_error("Location must be str.", [location])
+        self._location = location
+        return self
+
+    def comment(self, comment: str) -> DeltaTableBuilder:
+        """The table comment (``metaData.description``)."""
+        if type(comment) is not str:
+            raise _type_error("Table comment must be str.", [comment])
+        self._comment = comment
+        return self
+
+    def addColumn(
+        self,
+        colName: str,
+        dataType: str | DataType,
+        nullable: bool = True,
+        generatedAlwaysAs: str | None = None,
+        comment: str | None = None,
+    ) -> DeltaTableBuilder:
+        """One column; ``dataType`` is a DataType or a DDL type string (``"INT"``, ``"array<string>"``)."""
+        if type(colName) is not str:
+            raise _type_error("Column name must be str.", [colName])
+        if type(dataType) is not str and not isinstance(dataType, DataType):
+            raise _type_error("Column data type must be str or DataType.", [dataType])
+        if type(nullable) is not bool:
+            raise _type_error("Column nullable must be bool.", [nullable])
+        metadata: dict[str, Any] = {}
+        if generatedAlwaysAs is not None:
+            if type(generatedAlwaysAs) is not str:
+                raise _type_error("Column generation expression must be str.", [generatedAlwaysAs])
+            metadata["delta.generationExpression"] = generatedAlwaysAs
+        if comment is not None:
+            if type(comment) is not str:
+                raise _type_error("Column comment must be str.", [comment])
+            metadata["comment"] = comment
+        dtype = DataType.fromDDL(dataType) if isinstance(dataType, str) else dataType
+        self._fields.append(StructField(colName, dtype, nullable, metadata))
+        return self
+
+    def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:
+        """Columns of an existing schema (a StructType or a list of StructFields)."""
+        if isinstance(cols, list):
+            for col in cols:
+                if type(col) is not StructField:
+                    raise _type_error("Column in existing schema must be StructField.", [col])
+            cols = StructType(cols)
+        if type(cols) is not StructType:
+            raise _type_error("Schema must be StructType or a list of StructField.", [cols])
+        self._fields.extend(cols.fields)
+        return self
+
+    def partitionedBy(self, *cols: str | list[str] | tuple[str, ...]) -> DeltaTableBuilder:
+        """Partition columns."""
+        names: Sequence[Any] = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
+        for c in names:
+            if type(c) is not str:
+                raise _type_error("Partitioning column must be str.", [c])
+        self._partition_by = list(names)
+        return self
+
+    def property(self, key: str, value: str) -> DeltaTableBuilder:
+        """A table property."""
+        if type(key) is not str or type(value) is not str:
+            raise _type_error("Key and value of property must be string.", [key, value])
+        self._properties[key] = value
+        return self
+
+    def execute(self) -> DeltaTable:
+        """Create / replace the table and return its ``DeltaTable``."""
+        from deltamerge.table import DeltaTable
+
+        root = create_table(
+            self._spark,
+            self._mode,
+            name=self._name,
+            location=self._location,
+            schema=StructType(list(self._fields)) if self._fields else None,
+            partition_by=self._partition_by,
+            properties=dict(self._properties),
+            comment=self._comment,
+        )
+        return DeltaTable(self._spark, root, name=_register_name(self._name) if self._name else None)
