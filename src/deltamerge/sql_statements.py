@@ -22,6 +22,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
@@ -275,7 +276,8 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
 
 def _parse(text: str) -> exp.Expression:
     try:
-        return sqlglot.parse_one(text, read=DIALECT)
+        # sqlglot types parse_one as its Expr base; statements are always Expressions.
+        return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
         raise ParseError(f"Syntax error in statement: {e}")
 
