@@ -25,21 +25,22 @@ def _referenced(snapshot: Snapshot, retention_ms: int, now_ms: int) -> set[str]:
     return keep
 
 
-def vacuum(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
-    """Delete unreferenced files older than ``retention_ms``; returns their relative paths.
+def _expired(snapshot: Snapshot, retention_ms: int, now_ms: int) -> tuple[list[str], list[str]]:
+    """(abandoned staging directories, unreferenced files) older than ``retention_ms``, relative to
+    the table root.
 
-    Never touches ``_delta_log``; hidden and underscore directories are skipped except
+    Never looks into ``_delta_log``; hidden and underscore directories are skipped except
     ``_change_data`` and deltamerge's own abandoned staging directories.
     """
     root = snapshot.table_root
     keep = _referenced(snapshot, retention_ms, now_ms)
     cutoff_s = (now_ms - retention_ms) / 1000
-    deleted: list[str] = []
+    staging: list[str] = []
     for entry in os.listdir(root):
         full = os.path.join(root, entry)
         if entry.startswith(STAGING_PREFIX) and os.path.isdir(full) and os.path.getmtime(full) < cutoff_s:
-            shutil.rmtree(full, ignore_errors=True)
-            deleted.append(entry)
+            staging.append(entry)
+    files: list[str] = []
     for dirpath, dirs, names in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         if rel_dir == ".":
@@ -52,8 +53,27 @@ def vacuum(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
             rel = name if rel_dir == "." else os.path.join(rel_dir, name)
             if rel in keep:
                 continue
-            full = os.path.join(dirpath, name)
-            if os.path.getmtime(full) < cutoff_s:
-                os.remove(full)
-                deleted.append(rel)
-    return sorted(deleted)
+            if os.path.getmtime(os.path.join(dirpath, name)) < cutoff_s:
+                files.append(rel)
+    return staging, files
+
+
+def vacuum_candidates(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
+    """What ``vacuum`` would delete at ``now_ms``: relative paths, sorted (a dry run)."""
+    staging, files = _expired(snapshot, retention_ms, now_ms)
+    return sorted(staging + files)
+
+
+def vacuum(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
+    """Delete unreferenced files older than ``retention_ms``; returns their relative paths.
+
+    Never touches ``_delta_log``; hidden and underscore directories are skipped except
+    ``_change_data`` and deltamerge's own abandoned staging directories.
+    """
+    root = snapshot.table_root
+    staging, files = _expired(snapshot, retention_ms, now_ms)
+    for entry in staging:
+        shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
+    for rel in files:
+        os.remove(os.path.join(root, rel))
+    return sorted(staging + files)

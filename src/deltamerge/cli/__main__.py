@@ -1,0 +1,5 @@
+"""``python -m deltamerge.cli``."""
+
+from deltamerge.cli import app
+
+app()

@@ -1,0 +1,125 @@
+"""``deltamerge demo``, ``changes``, ``vacuum`` and ``optimize``: the commands that run on Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import typer
+
+from deltamerge.cli.common import EXIT_FAILED, _errors, _fail, _print_rows, _progress, _spark, _table_root
+
+
+def demo(
+    path: str | None = typer.Option(None, help="Where to create the demo table (default: a temp dir)."),
+) -> None:
+    """Run the bundled CDC upsert demo (creates a table, merges a change batch, prints each step)."""
+    from deltamerge.demo import main
+
+    with _errors():
+        main(path)
+
+
+def changes(
+    path: str = typer.Argument(..., help="Delta table path (change data feed enabled)."),
+    from_version: int = typer.Option(0, "--from", help="First version (inclusive)."),
+    to_version: int | None = typer.Option(None, "--to", help="Last version (inclusive; default latest)."),
+    limit: int = typer.Option(1000, "--limit", "-n", help="Print at most N rows (0 for all)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per row."),
+) -> None:
+    """The change data feed rows of the table at PATH between two versions."""
+    import deltamerge
+
+    root = _table_root(path)
+    with _errors():
+        spark = _spark()
+        df = deltamerge.read_changes(spark, root, from_version, to_version)
+        df = df.orderBy(
+            "_commit_version", "_change_type", *[c for c in df.columns if not c.startswith("_")][:1]
+        )
+        rows = (df.limit(limit) if limit else df).collect()
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(r.asDict(recursive=True), default=str))
+        return
+    columns = list(rows[0].asDict()) if rows else ["_change_type", "_commit_version", "_commit_timestamp"]
+    _print_rows(
+        f"Changes of {root}, versions {from_version}..{'latest' if to_version is None else to_version}",
+        columns,
+        [list(r) for r in rows],
+    )
+
+
+def vacuum(
+    path: str = typer.Argument(..., help="Delta table path."),
+    retain_hours: float | None = typer.Option(
+        None,
+        "--retain-hours",
+        help="Keep unreferenced files newer than this (default: the table's retention, 7 days).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List the files that would be deleted; delete nothing."
+    ),
+) -> None:
+    """Delete files the table at PATH no longer references and that are older than the retention."""
+    from deltamerge import DeltaTable
+    from deltamerge.config import SessionConf, TableProperties
+    from deltamerge.errors import InvalidArgumentError
+    from deltamerge.io import snapshot_for
+    from deltamerge.spark.session import conf_getter
+    from deltamerge.vacuum import vacuum_candidates
+
+    root = _table_root(path)
+    with _errors():
+        spark = _spark()
+        if not dry_run:
+            deleted = [r[0] for r in DeltaTable.forPath(spark, root).vacuum(retain_hours).collect()]
+        else:
+            snap = snapshot_for(root)
+            default_ms = TableProperties.DELETED_FILE_RETENTION_MS.get(snap.metadata.configuration)
+            retention_ms = default_ms if retain_hours is None else int(retain_hours * 3_600_000)
+            if SessionConf.RETENTION_CHECK.get(conf_getter(spark)) and retention_ms < default_ms:
+                raise InvalidArgumentError(
+                    f"Requested {retention_ms / 3_600_000:g} hours, less than the table's retention of "
+                    f"{default_ms / 3_600_000:g} hours. If no writer is running, set "
+                    "spark.databricks.delta.retentionDurationCheck.enabled=false (--conf).",
+                    error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
+                )
+            now_ms = int(time.time() * 1000)
+            deleted = [os.path.join(root, p) for p in vacuum_candidates(snap, retention_ms, now_ms=now_ms)]
+    verb = "Would delete" if dry_run else "Deleted"
+    typer.echo(f"{verb} {len(deleted)} file(s)")
+    for p in deleted:
+        typer.echo(p)
+
+
+def optimize(
+    path: str = typer.Argument(..., help="Delta table path."),
+    where: str | None = typer.Option(
+        None, "--where", help="Partition predicate: compact only these partitions."
+    ),
+    zorder_by: list[str] = typer.Option([], "--zorder-by", help="Z-order by these columns (repeatable)."),  # noqa: B008
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
+) -> None:
+    """Compact small files of the table at PATH (bin-packing, or Z-order with --zorder-by)."""
+    from deltamerge import DeltaTable
+
+    root = _table_root(path)
+    with _errors():
+        spark = _spark()
+        table = DeltaTable.forPath(spark, root)
+        if not hasattr(table, "optimize"):
+            raise _fail("OPTIMIZE is not available in this deltamerge build", EXIT_FAILED)
+        builder = table.optimize()
+        if where:
+            builder = builder.where(where)
+        with _progress(spark, "OPTIMIZE"):
+            result = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
+            rows = result.collect()
+    values = rows[0].asDict(recursive=True) if rows else {}
+    if as_json:
+        typer.echo(json.dumps(values, default=str))
+        return
+    metrics = values.get("metrics", values)
+    _print_rows(f"OPTIMIZE {root}", ["metric", "value"], [[k, v] for k, v in metrics.items()])
