@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,6 +43,7 @@ from deltamerge.predicates import (
     rewrite_columns,
     to_sql,
 )
+from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
 from deltamerge.spark.session import case_sensitive, conf_getter, session_time_zone, setting
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.txn.operations import Operation
@@ -95,38 +95,6 @@ UPDATE_METRIC_KEYS = (
     "numRemovedBytes",
     "numAddedBytes",
 )
-
-
-# --- delta-spark's argument checks (python/delta/tables.py) -----------------------------------------
-
-
-def check_condition_arg(condition: Any, argname: str = "'condition'") -> None:
-    """delta-spark's ``_condition_to_jcolumn`` type check."""
-    if condition is not None and not isinstance(condition, (str, Column)):
-        raise TypeError(
-            f"{argname} must be a Spark SQL Column or a string (expression in SQL syntax), "
-            f"found to be of type {type(condition)}"
-        )
-
-
-def check_set_arg(values: Any, argname: str = "'set'") -> dict[str, str | Column]:
-    """delta-spark's ``_dict_to_jmap`` checks of an UPDATE ``set`` dict."""
-    if values is None:
-        raise ValueError(f"{argname} cannot be None")
-    if not isinstance(values, dict):
-        raise TypeError(f"{argname} must be a dict, found to be {type(values)}")
-    for col, expr in values.items():
-        if not isinstance(col, str):
-            raise TypeError(
-                f"Keys of dict in {argname} must contain only strings with column names, "
-                f"found '{col}' of type '{type(col)}"
-            )
-        if not isinstance(expr, (str, Column)):
-            raise TypeError(
-                f"Values of dict in {argname} must contain only Spark SQL Columns or strings "
-                f"(expressions in SQL syntax) as values, found '{expr}' of type '{type(expr)}'"
-            )
-    return values
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -301,6 +269,22 @@ def _dv_metrics(m: MergeMetrics) -> dict[str, int]:
     }
 
 
+def _rewrite_metrics(m: MergeMetrics, start: float) -> dict[str, int]:
+    """The operation metrics DELETE and UPDATE share (each orders its own by its key list)."""
+    return {
+        "numAddedFiles": m.numTargetFilesAdded,
+        "numRemovedFiles": m.numTargetFilesRemoved,
+        "numAddedChangeFiles": m.numTargetChangeFilesAdded,
+        **_dv_metrics(m),
+        "numCopiedRows": m.numTargetRowsCopied,
+        "executionTimeMs": max(1, int((time.monotonic() - start) * 1000)),
+        "scanTimeMs": m.scanTimeMs,
+        "rewriteTimeMs": m.rewriteTimeMs,
+        "numRemovedBytes": m.numTargetBytesRemoved,
+        "numAddedBytes": m.numTargetBytesAdded,
+    }
+
+
 def _changed_nothing(m: MergeMetrics) -> bool:
     return (
         m.numTargetRowsDeleted == 0
@@ -384,19 +368,7 @@ def delete(
     predicate = predicate_parameter(cond)
 
     def build(m: MergeMetrics) -> Operation:
-        metrics = {
-            "numAddedFiles": m.numTargetFilesAdded,
-            "numRemovedFiles": m.numTargetFilesRemoved,
-            **_dv_metrics(m),
-            "numAddedChangeFiles": m.numTargetChangeFilesAdded,
-            "numDeletedRows": m.numTargetRowsDeleted,
-            "numCopiedRows": m.numTargetRowsCopied,
-            "executionTimeMs": max(1, int((time.monotonic() - start) * 1000)),
-            "scanTimeMs": m.scanTimeMs,
-            "rewriteTimeMs": m.rewriteTimeMs,
-            "numRemovedBytes": m.numTargetBytesRemoved,
-            "numAddedBytes": m.numTargetBytesAdded,
-        }
+        metrics = {**_rewrite_metrics(m, start), "numDeletedRows": m.numTargetRowsDeleted}
         return Operation("DELETE", {"predicate": predicate}, _delete_metrics(metrics))
 
     m = _run_as_merge(spark, table_root, spec, build)
@@ -535,19 +507,7 @@ def update(
     predicate = predicate_parameter(cond)
 
     def build(m: MergeMetrics) -> Operation:
-        values = {
-            "numAddedFiles": m.numTargetFilesAdded,
-            "numRemovedFiles": m.numTargetFilesRemoved,
-            "numAddedChangeFiles": m.numTargetChangeFilesAdded,
-            **_dv_metrics(m),
-            "numUpdatedRows": m.numTargetRowsUpdated,
-            "numCopiedRows": m.numTargetRowsCopied,
-            "executionTimeMs": max(1, int((time.monotonic() - start) * 1000)),
-            "scanTimeMs": m.scanTimeMs,
-            "rewriteTimeMs": m.rewriteTimeMs,
-            "numRemovedBytes": m.numTargetBytesRemoved,
-            "numAddedBytes": m.numTargetBytesAdded,
-        }
+        values = {**_rewrite_metrics(m, start), "numUpdatedRows": m.numTargetRowsUpdated}
         return Operation("UPDATE", {"predicate": predicate}, {k: int(values[k]) for k in UPDATE_METRIC_KEYS})
 
     m = _run_as_merge(spark, table_root, spec, build)

@@ -247,7 +247,8 @@ class DeltaTable:
 
     def delete(self, condition: str | Column | None = None) -> None:
         """Delete the rows matching ``condition`` (every row when None)."""
-        from deltamerge.dml import check_condition_arg, delete
+        from deltamerge.dml import delete
+        from deltamerge.spark.arg_checks import check_condition_arg
 
         check_condition_arg(condition)
         delete(self._spark, self._path, condition, target_alias=self._target_alias())
@@ -256,7 +257,8 @@ class DeltaTable:
         self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
     ) -> None:
         """Set columns (``set``: column -> SQL text or Column) of the rows matching ``condition``."""
-        from deltamerge.dml import check_condition_arg, check_set_arg, update
+        from deltamerge.dml import update
+        from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
 
         values = check_set_arg(set)
         check_condition_arg(condition)
