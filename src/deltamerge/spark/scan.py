@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from deltamerge.deletion_vectors import read_dv
+from deltamerge.log import paths
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.types import data_schema, to_spark_schema
 
@@ -52,14 +53,10 @@ def spark_file_uri(abs_path: str) -> str:
 
 def absolute_file_path(table_root: str, add_path: str) -> str:
     """The local path of a file named by ``add.path`` (URI-decoded once; absolute URIs allowed)."""
-    if add_path.startswith("file:"):
-        rest = add_path[len("file:") :]
-        while rest.startswith("//"):
-            rest = rest[1:]
-        return unquote(rest)
-    if "://" in add_path:
+    # The log layer decodes; this layer reads local files only.
+    if "://" in add_path and not add_path.startswith("file:"):
         raise NotImplementedError(f"only local tables are supported, got file {add_path!r}")
-    return os.path.join(table_root, unquote(add_path))
+    return paths.absolute_file_path(table_root, add_path)
 
 
 def _glob_escape(path: str) -> str:
