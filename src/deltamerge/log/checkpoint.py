@@ -12,17 +12,14 @@ no ``partitionValues_parsed``/``stats_parsed`` (readers fall back to the JSON ``
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltamerge.config import TableProperties, parse_interval_ms
@@ -31,7 +28,6 @@ from deltamerge.log import filenames
 from deltamerge.log.actions import (
     Action,
     AddFile,
-    DeletionVectorDescriptor,
     DomainMetadata,
     JsonDict,
     Metadata,
@@ -40,6 +36,15 @@ from deltamerge.log.actions import (
     SetTransaction,
     UnknownAction,
     action_from_json,
+)
+from deltamerge.log.filestate import (
+    CheckpointAdds,
+    build_adds,
+    build_removes,
+    clean,
+    fast_path_ok,
+    file_rows_mask,
+    select_rows,
 )
 from deltamerge.log.paths import decode_add_path
 from deltamerge.log.replay import CheckpointRef, parse_commit_file
@@ -58,71 +63,11 @@ _ACTION_COLUMNS = (
     "sidecar",
     "checkpointMetadata",
 )
-_MAP_FIELDS = frozenset({"partitionValues", "tags", "configuration", "options"})
-
 # --- reading -------------------------------------------------------------------------------------------
 
 
-def _stats_json(value: Any) -> str | None:
-    """Render a ``stats_parsed`` value as the JSON text ``stats`` would have held."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return '"NaN"'
-        if math.isinf(value):
-            return '"Infinity"' if value > 0 else '"-Infinity"'
-        return repr(value)
-    if isinstance(value, Decimal):
-        return format(value, "f")  # decimals are JSON numbers; never round-trip through float
-    if isinstance(value, dt.datetime):
-        text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
-        if value.tzinfo is not None:
-            text = value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + (
-                f"{value.microsecond // 1000:03d}Z"
-            )
-        return json.dumps(text)
-    if isinstance(value, dt.date):
-        return json.dumps(value.isoformat())
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        items = [(k, _stats_json(v)) for k, v in value.items()]
-        return (
-            "{"
-            + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{t}" for k, t in items if t is not None)
-            + "}"
-        )
-    return None  # binary and other non-JSON values carry no usable stats
-
-
-def _clean(value: Any, key: str | None = None) -> Any:
-    """Arrow ``to_pylist`` output back to the JSON shape of the action (maps as dicts, no nulls)."""
-    if isinstance(value, dict):
-        out: JsonDict = {}
-        for k, v in value.items():
-            if v is None or k.endswith("_parsed"):
-                continue
-            # Only containers need converting; skipping the call for scalars keeps big checkpoints fast.
-            out[k] = _clean(v, k) if isinstance(v, (dict, list)) else v
-        if key in ("add", "remove") and "stats" not in out and isinstance(value.get("stats_parsed"), dict):
-            stats = _stats_json(value["stats_parsed"])
-            if stats:
-                out["stats"] = stats
-        return out
-    if isinstance(value, list):
-        if key in _MAP_FIELDS or (value and all(isinstance(x, tuple) and len(x) == 2 for x in value)):
-            return dict(value)
-        return [_clean(v) for v in value]
-    return value
-
-
 def _row_action(c: str, row: Any) -> Action | None:
-    body = _clean(row, c)
+    body = clean(row, c)
     # Skip all-null structs some writers emit instead of a null struct.
     if c in ("add", "remove") and not body.get("path"):
         return None
@@ -152,129 +97,17 @@ def _rows_to_actions_slow(table: pa.Table) -> list[Action]:
     return actions
 
 
-# Column-wise reading of file actions. A checkpoint of a big table is almost all ``add`` rows; turning
-# each row into a Python dict, cleaning it and parsing it again (the generic path) costs ~100 µs per
-# file. Here every field of the ``add``/``remove`` struct becomes one Python list (Arrow does that in
-# C), and the actions are built straight from those lists. The result is identical to the generic
-# path; structs with fields this library does not model take the generic path (their ``raw`` must
-# keep the unknown fields).
-_ADD_FIELDS = (
-    "path", "partitionValues", "size", "modificationTime", "dataChange", "tags", "deletionVector",
-    "baseRowId", "defaultRowCommitVersion", "clusteringProvider", "stats",
-)
-_REMOVE_FIELDS = (
-    "path", "deletionTimestamp", "dataChange", "extendedFileMetadata", "partitionValues", "size", "stats",
-    "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion",
-)
-
-
-def _field_lists(arr: pa.StructArray, names: Sequence[str], n: int) -> dict[str, list[Any]]:
-    present = {f.name: i for i, f in enumerate(arr.type)}
-    children = arr.flatten()
-    out: dict[str, list[Any]] = {}
-    for name in names:
-        i = present.get(name)
-        if i is None:
-            out[name] = [None] * n
-            continue
-        child = children[i]
-        out[name] = [None] * n if child.null_count == n else child.to_pylist()
-    return out
-
-
-def _maps(values: list[Any], none_as_empty: bool) -> list[Any]:
-    return [({} if none_as_empty else None) if v is None else dict(v) for v in values]
-
-
-def _dvs(values: list[Any]) -> list[DeletionVectorDescriptor | None]:
-    out: list[DeletionVectorDescriptor | None] = []
-    for v in values:
-        body = None if v is None else _clean(v)
-        out.append(DeletionVectorDescriptor.from_json(body) if body else None)
-    return out
-
-
-def _stats_from_parsed(arr: pa.StructArray, stats: list[Any], n: int) -> None:
-    names = [f.name for f in arr.type]
-    if "stats_parsed" not in names or all(s is not None for s in stats):
-        return
-    parsed = arr.flatten()[names.index("stats_parsed")]
-    for i in range(n):
-        if stats[i] is None:
-            value = parsed[i].as_py()
-            if isinstance(value, dict):
-                stats[i] = _stats_json(value) or None
-
-
 def _file_actions(column: pa.ChunkedArray, kind: str) -> tuple[list[int], list[Action]] | None:
     """``(rows, actions)`` for the ``add``/``remove`` rows, or ``None`` to use the generic path."""
-    allowed = _ADD_FIELDS if kind == "add" else _REMOVE_FIELDS
-    if not pa.types.is_struct(column.type):
+    if not fast_path_ok(column.type, kind):
         return None
-    names = [f.name for f in column.type]
-    if "path" not in names or not all(nm in allowed or nm.endswith("_parsed") for nm in names):
-        return None
-    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if isinstance(arr, pa.ChunkedArray):  # combine_chunks of a struct column may return a ChunkedArray
-        arr = pa.concat_arrays(arr.chunks) if arr.num_chunks else pa.array([], column.type)
-    valid = pa.compute.and_(arr.is_valid(), arr.field("path").is_valid())
-    rows = pa.compute.indices_nonzero(valid)
-    n = len(rows)
-    if n == 0:
+    arr, mask = file_rows_mask(column)
+    rows = pc.indices_nonzero(mask).to_pylist()
+    if not rows:
         return [], []
-    sub = arr.take(rows)
-    f = _field_lists(sub, allowed, n)
-    paths = f["path"]
-    keep: Sequence[int] = range(n) if all(paths) else [i for i in range(n) if paths[i]]  # "" = an all-null struct
-    _stats_from_parsed(sub, f["stats"], n)
-    new = object.__new__
-    row_ids = rows.to_pylist()
-    out: list[Action] = []
-    if kind == "add":
-        pvs = _maps(f["partitionValues"], True)
-        tags = _maps(f["tags"], False)
-        dvs = _dvs(f["deletionVector"])
-        size, mtime, change = f["size"], f["modificationTime"], f["dataChange"]
-        stats, brid, drcv, clus = f["stats"], f["baseRowId"], f["defaultRowCommitVersion"], f["clusteringProvider"]
-        for i in keep:
-            a = new(AddFile)
-            a.__dict__.update(
-                path=paths[i],
-                partition_values=pvs[i],
-                size=int(size[i] or 0),
-                modification_time=int(mtime[i] or 0),
-                data_change=True if change[i] is None else bool(change[i]),
-                stats=stats[i],
-                tags=tags[i],
-                deletion_vector=dvs[i],
-                base_row_id=brid[i],
-                default_row_commit_version=drcv[i],
-                clustering_provider=clus[i],
-                raw={},
-            )
-            out.append(a)
-    else:
-        pvs = _maps(f["partitionValues"], False)
-        tags = _maps(f["tags"], False)
-        dvs = _dvs(f["deletionVector"])
-        for i in keep:
-            r = new(RemoveFile)
-            r.__dict__.update(
-                path=paths[i],
-                deletion_timestamp=f["deletionTimestamp"][i],
-                data_change=True if f["dataChange"][i] is None else bool(f["dataChange"][i]),
-                extended_file_metadata=f["extendedFileMetadata"][i],
-                partition_values=pvs[i],
-                size=f["size"][i],
-                stats=f["stats"][i],
-                tags=tags[i],
-                deletion_vector=dvs[i],
-                base_row_id=f["baseRowId"][i],
-                default_row_commit_version=f["defaultRowCommitVersion"][i],
-                raw={},
-            )
-            out.append(r)
-    return [row_ids[i] for i in keep] if len(keep) != n else row_ids, out
+    sub = select_rows(arr, mask)
+    actions: list[Action] = list(build_adds(sub) if kind == "add" else build_removes(sub))
+    return rows, actions
 
 
 def _rows_to_actions(table: pa.Table) -> list[Action]:
@@ -294,7 +127,7 @@ def _rows_to_actions(table: pa.Table) -> list[Action]:
         col = table.column(c)
         if col.null_count == len(col):
             continue
-        valid = pa.compute.indices_nonzero(col.is_valid()).to_pylist()
+        valid = pc.indices_nonzero(col.is_valid()).to_pylist()
         values = col.take(valid).to_pylist()
         for row, value in zip(valid, values, strict=True):
             action = _row_action(c, value)
@@ -320,12 +153,20 @@ def _rows_to_actions(table: pa.Table) -> list[Action]:
     return [a for a in placed if a is not None]
 
 
-def _read_parquet_actions(store: LogStore, name: str) -> list[Action]:
+def _read_parquet_actions(
+    store: LogStore, name: str, adds_out: list[pa.StructArray] | None = None
+) -> list[Action]:
+    """Actions of one Parquet checkpoint file. With ``adds_out``, the ``add`` rows are appended to it
+    as Arrow (when their layout allows the column-wise conversion) instead of being returned."""
     data = store.read(name)
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
         present = [c for c in _ACTION_COLUMNS if c in pf.schema_arrow.names]
         table = pf.read(columns=present)
+        if adds_out is not None and "add" in present and fast_path_ok(table.schema.field("add").type, "add"):
+            arr, mask = file_rows_mask(table.column("add"))
+            adds_out.append(select_rows(arr, mask))
+            table = table.drop_columns(["add"])
         return _rows_to_actions(table)
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
         raise LogCorruptedError(
@@ -341,12 +182,18 @@ def _sidecar_name(action: UnknownAction) -> str:
     return f"{filenames.SIDECAR_DIR}/{decode_add_path(base)}"
 
 
-def read_checkpoint_file(store: LogStore, name: str) -> list[Action]:
-    """Actions of one checkpoint file, with V2 sidecar files expanded in place."""
+def read_checkpoint_file(
+    store: LogStore, name: str, adds_out: list[pa.StructArray] | None = None
+) -> list[Action]:
+    """Actions of one checkpoint file, with V2 sidecar files expanded in place.
+
+    With ``adds_out``, Parquet ``add`` rows are collected there as Arrow instead (see
+    :func:`read_checkpoint_lazy`).
+    """
     if name.endswith(".json"):
         actions = parse_commit_file(name, store.read(name))
     else:
-        actions = _read_parquet_actions(store, name)
+        actions = _read_parquet_actions(store, name, adds_out)
     if UnknownAction not in set(map(type, actions)):
         return actions  # no sidecar and nothing to drop
     out: list[Action] = []
@@ -354,7 +201,7 @@ def read_checkpoint_file(store: LogStore, name: str) -> list[Action]:
         if isinstance(action, UnknownAction) and action.key == "sidecar":
             sidecar = _sidecar_name(action)
             try:
-                out.extend(_read_parquet_actions(store, sidecar))
+                out.extend(_read_parquet_actions(store, sidecar, adds_out))
             except FileNotFoundError:
                 raise LogCorruptedError(
                     f"The V2 checkpoint _delta_log/{name} refers to the sidecar _delta_log/{sidecar}, which "
@@ -366,12 +213,14 @@ def read_checkpoint_file(store: LogStore, name: str) -> list[Action]:
     return out
 
 
-def read_checkpoint(store: LogStore, ref: CheckpointRef) -> list[Action]:
-    """All actions of a (possibly multi-part) checkpoint."""
+def read_checkpoint(
+    store: LogStore, ref: CheckpointRef, adds_out: list[pa.StructArray] | None = None
+) -> list[Action]:
+    """All actions of a (possibly multi-part) checkpoint (``adds_out``: see :func:`read_checkpoint_file`)."""
     actions: list[Action] = []
     for name in ref.names:
         try:
-            actions.extend(read_checkpoint_file(store, name))
+            actions.extend(read_checkpoint_file(store, name, adds_out))
         except FileNotFoundError:
             raise LogCorruptedError(
                 f"The checkpoint file _delta_log/{name} disappeared while it was being read. Retry the read."
@@ -383,6 +232,27 @@ def read_checkpoint(store: LogStore, ref: CheckpointRef) -> list[Action]:
             "Delete it so readers fall back to the JSON commits, then create a new checkpoint."
         )
     return actions
+
+
+def read_checkpoint_lazy(store: LogStore, ref: CheckpointRef) -> tuple[list[Action], CheckpointAdds | None]:
+    """A checkpoint as ``(actions, adds)``: the ``add`` rows kept as Arrow in ``adds``, the rest as actions.
+
+    Replaying ``actions`` and then treating ``adds`` as the live files gives the same state as
+    replaying :func:`read_checkpoint` in order. When that does not hold (an ``add`` and a
+    ``remove`` of the same path, or parts whose ``add`` rows cannot all stay Arrow) every action is
+    returned eagerly and ``adds`` is ``None``.
+    """
+    chunks: list[pa.StructArray] = []
+    actions = read_checkpoint(store, ref, chunks)
+    chunks = [c for c in chunks if len(c)]
+    if not chunks:
+        return actions, None
+    if any(isinstance(a, AddFile) for a in actions) or len({c.type for c in chunks}) > 1:
+        return read_checkpoint(store, ref), None
+    adds = CheckpointAdds(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
+    if adds.rows_with_keys(frozenset(a.key for a in actions if isinstance(a, RemoveFile))):
+        return read_checkpoint(store, ref), None
+    return actions, adds
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,19 @@ from deltamerge.log.actions import (
     SetTransaction,
     parse_commit,
 )
+from deltamerge.log.filestate import ActiveFiles, CheckpointAdds, FileKey
 from deltamerge.log.store import LogStore
 
-FileKey = tuple[str, "str | None"]
+__all__ = ["FileKey", "LogReplay"]
 
 
 class LogReplay:
-    """Mutable fold of actions into table state, applied in version order."""
+    """Mutable fold of actions into table state, applied in version order.
+
+    The live files are ``checkpoint_files`` (a checkpoint's ``add`` rows kept as Arrow, see
+    :func:`set_checkpoint_files`) minus the keys in ``shadowed``, followed by ``files``. Without
+    Arrow checkpoint rows, ``files`` alone holds every live file.
+    """
 
     def __init__(self) -> None:
         self.protocol: Protocol | None = None
@@ -44,6 +50,8 @@ class LogReplay:
         self.tombstones: dict[FileKey, RemoveFile] = {}
         self.transactions: dict[str, SetTransaction] = {}
         self.domains: dict[str, DomainMetadata] = {}
+        self.checkpoint_files: CheckpointAdds | None = None
+        self.shadowed: set[FileKey] = set()  # keys added or removed after ``checkpoint_files``
 
     def copy(self) -> LogReplay:
         """An independent copy (used to extend a cached snapshot with new commits)."""
@@ -54,12 +62,30 @@ class LogReplay:
         other.tombstones = dict(self.tombstones)
         other.transactions = dict(self.transactions)
         other.domains = dict(self.domains)
+        other.checkpoint_files = self.checkpoint_files  # immutable, shared
+        other.shadowed = set(self.shadowed)
         return other
+
+    def set_checkpoint_files(self, adds: CheckpointAdds) -> None:
+        """Start from a checkpoint's ``add`` rows (on a state holding no files yet).
+
+        Equivalent to applying them as :class:`AddFile` actions, provided no tombstone applied so
+        far has the key of one of them (:func:`~deltamerge.log.checkpoint.read_checkpoint_lazy`
+        ensures that).
+        """
+        if self.files or self.checkpoint_files is not None:
+            raise ValueError("checkpoint files must be the first files of a replay")
+        self.checkpoint_files = adds
+
+    def active_files(self) -> ActiveFiles:
+        """The live files (an immutable view; building :class:`AddFile` objects lazily)."""
+        return ActiveFiles(self.checkpoint_files, frozenset(self.shadowed), tuple(self.files.values()))
 
     def apply(self, actions: Iterable[Action]) -> None:
         """Apply the actions of one commit (or one checkpoint) in file order."""
         files = self.files
         tombstones = self.tombstones
+        shadowed = self.shadowed if self.checkpoint_files is not None else None
         for action in actions:
             cls = type(action)
             if cls is AddFile:
@@ -71,21 +97,29 @@ class LogReplay:
                 files[key] = action  # type: ignore[assignment]
                 if tombstones:
                     tombstones.pop(key, None)
+                if shadowed is not None:
+                    shadowed.add(key)
             elif cls is RemoveFile:
                 dv = action.deletion_vector  # type: ignore[union-attr]
                 key = (action.path, None if dv is None else dv.unique_id)  # type: ignore[union-attr]
                 files.pop(key, None)
                 tombstones[key] = action  # type: ignore[assignment]
+                if shadowed is not None:
+                    shadowed.add(key)
             elif isinstance(action, AddFile):
                 key = action.key
                 # A newer add for the same logical file replaces it (e.g. stats recomputation).
                 self.files.pop(key, None)
                 self.files[key] = action
                 self.tombstones.pop(key, None)
+                if shadowed is not None:
+                    shadowed.add(key)
             elif isinstance(action, RemoveFile):
                 key = action.key
                 self.files.pop(key, None)
                 self.tombstones[key] = action
+                if shadowed is not None:
+                    shadowed.add(key)
             elif isinstance(action, Metadata):
                 self.metadata = action
             elif isinstance(action, Protocol):

@@ -31,7 +31,8 @@ from deltamerge.log.actions import (
     RemoveFile,
     SetTransaction,
 )
-from deltamerge.log.checkpoint import read_checkpoint, read_last_checkpoint, write_checkpoint
+from deltamerge.log.checkpoint import read_checkpoint_lazy, read_last_checkpoint, write_checkpoint
+from deltamerge.log.filestate import ActiveFiles
 from deltamerge.log.protocol import check_can_read
 from deltamerge.log.replay import (
     CheckpointRef,
@@ -54,7 +55,7 @@ class Snapshot:
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: tuple[AddFile, ...]
+    active_files: ActiveFiles = field(repr=False)
     tombstones: tuple[RemoveFile, ...]
     app_versions: Mapping[str, int]
     domains: Mapping[str, DomainMetadata]
@@ -81,14 +82,19 @@ class Snapshot:
         return dict(self.metadata.configuration)
 
     @property
+    def files(self) -> tuple[AddFile, ...]:
+        """The active files, in replay order (built on first use from the checkpoint's Arrow rows)."""
+        return self.active_files.files
+
+    @property
     def num_files(self) -> int:
-        """Number of active files."""
-        return len(self.files)
+        """Number of active files (without building the file objects)."""
+        return len(self.active_files)
 
     @property
     def size_in_bytes(self) -> int:
-        """Total size of the active files."""
-        return sum(f.size for f in self.files)
+        """Total size of the active files (without building the file objects)."""
+        return self.active_files.size_in_bytes
 
     def __repr__(self) -> str:
         return f"Snapshot(table_root={self.table_root!r}, version={self.version}, num_files={self.num_files})"
@@ -265,10 +271,13 @@ class DeltaLog:
             state = LogReplay()
             if ref is not None:
                 try:
-                    state.apply(read_checkpoint(self.store, ref))
+                    actions, adds = read_checkpoint_lazy(self.store, ref)
                 except LogCorruptedError as e:
                     checkpoint_error = checkpoint_error or e
                     continue
+                state.apply(actions)
+                if adds is not None:
+                    state.set_checkpoint_files(adds)
             last_info: CommitInfo | None = None
             for v in range(begin, target + 1):
                 actions = read_commit(self.store, v)
@@ -301,7 +310,7 @@ class DeltaLog:
             version=version,
             protocol=state.protocol,
             metadata=state.metadata,
-            files=tuple(state.files.values()),
+            active_files=state.active_files(),
             tombstones=tuple(state.tombstones.values()),
             app_versions=MappingProxyType({k: t.version for k, t in state.transactions.items()}),
             domains=MappingProxyType(dict(state.domains)),
