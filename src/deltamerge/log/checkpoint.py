@@ -38,6 +38,7 @@ from deltamerge.log.actions import (
     action_from_json,
 )
 from deltamerge.log.filestate import (
+    AddChunk,
     CheckpointAdds,
     build_adds,
     build_removes,
@@ -153,21 +154,50 @@ def _rows_to_actions(table: pa.Table) -> list[Action]:
     return [a for a in placed if a is not None]
 
 
+# Fields of the ``add`` struct that the lazy read leaves in the file until the files are built: the
+# statistics are most of a checkpoint's bytes, and nothing but the built AddFile objects needs them.
+_DEFERRED_ADD_FIELDS = ("stats", "stats_parsed")
+
+
+class _DeferredAddFields:
+    """Reads the deferred ``add`` fields of one checkpoint file from its bytes, for the same rows."""
+
+    def __init__(self, name: str, data: bytes, fields: list[str], mask: pa.Array) -> None:
+        self.name, self.data, self.fields, self.mask = name, data, fields, mask
+
+    def __call__(self) -> pa.StructArray:
+        try:
+            pf = pq.ParquetFile(pa.BufferReader(self.data))
+            column = pf.read(columns=[f"add.{f}" for f in self.fields]).column("add")
+            arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+            return select_rows(arr, self.mask)
+        except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
+            raise LogCorruptedError(
+                f"The checkpoint file _delta_log/{self.name} cannot be read ({type(e).__name__}: {e})."
+            ) from e
+
+
 def _read_parquet_actions(
-    store: LogStore, name: str, adds_out: list[pa.StructArray] | None = None
+    store: LogStore, name: str, adds_out: list[AddChunk] | None = None
 ) -> list[Action]:
     """Actions of one Parquet checkpoint file. With ``adds_out``, the ``add`` rows are appended to it
     as Arrow (when their layout allows the column-wise conversion) instead of being returned."""
     data = store.read(name)
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
-        present = [c for c in _ACTION_COLUMNS if c in pf.schema_arrow.names]
-        table = pf.read(columns=present)
-        if adds_out is not None and "add" in present and fast_path_ok(table.schema.field("add").type, "add"):
-            arr, mask = file_rows_mask(table.column("add"))
-            adds_out.append(select_rows(arr, mask))
-            table = table.drop_columns(["add"])
-        return _rows_to_actions(table)
+        schema = pf.schema_arrow
+        present = [c for c in _ACTION_COLUMNS if c in schema.names]
+        add_type = schema.field("add").type if "add" in present else None
+        if adds_out is None or add_type is None or not fast_path_ok(add_type, "add"):
+            return _rows_to_actions(pf.read(columns=present))
+        deferred = [f.name for f in add_type if f.name in _DEFERRED_ADD_FIELDS]
+        columns = [c for c in present if c != "add"]
+        columns += [f"add.{f.name}" for f in add_type if f.name not in deferred]
+        table = pf.read(columns=columns)
+        arr, mask = file_rows_mask(table.column("add"))
+        loader = _DeferredAddFields(name, data, deferred, mask) if deferred else None
+        adds_out.append(AddChunk(select_rows(arr, mask), add_type, loader))
+        return _rows_to_actions(table.drop_columns(["add"]))
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
         raise LogCorruptedError(
             f"The checkpoint file _delta_log/{name} cannot be read ({type(e).__name__}: {e}). Delete it "
@@ -183,7 +213,7 @@ def _sidecar_name(action: UnknownAction) -> str:
 
 
 def read_checkpoint_file(
-    store: LogStore, name: str, adds_out: list[pa.StructArray] | None = None
+    store: LogStore, name: str, adds_out: list[AddChunk] | None = None
 ) -> list[Action]:
     """Actions of one checkpoint file, with V2 sidecar files expanded in place.
 
@@ -214,7 +244,7 @@ def read_checkpoint_file(
 
 
 def read_checkpoint(
-    store: LogStore, ref: CheckpointRef, adds_out: list[pa.StructArray] | None = None
+    store: LogStore, ref: CheckpointRef, adds_out: list[AddChunk] | None = None
 ) -> list[Action]:
     """All actions of a (possibly multi-part) checkpoint (``adds_out``: see :func:`read_checkpoint_file`)."""
     actions: list[Action] = []
@@ -242,14 +272,14 @@ def read_checkpoint_lazy(store: LogStore, ref: CheckpointRef) -> tuple[list[Acti
     ``remove`` of the same path, or parts whose ``add`` rows cannot all stay Arrow) every action is
     returned eagerly and ``adds`` is ``None``.
     """
-    chunks: list[pa.StructArray] = []
+    chunks: list[AddChunk] = []
     actions = read_checkpoint(store, ref, chunks)
-    chunks = [c for c in chunks if len(c)]
+    chunks = [c for c in chunks if len(c.rows)]
     if not chunks:
         return actions, None
-    if any(isinstance(a, AddFile) for a in actions) or len({c.type for c in chunks}) > 1:
+    if any(isinstance(a, AddFile) for a in actions) or len({c.full_type for c in chunks}) > 1:
         return read_checkpoint(store, ref), None
-    adds = CheckpointAdds(chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks))
+    adds = CheckpointAdds.from_chunks(chunks)
     if adds.rows_with_keys(frozenset(a.key for a in actions if isinstance(a, RemoveFile))):
         return read_checkpoint(store, ref), None
     return actions, adds

@@ -20,7 +20,8 @@ import itertools
 import json
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -270,14 +271,29 @@ def build_removes(arr: pa.StructArray) -> list[RemoveFile]:
 # --- the lazy file set -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class AddChunk:
+    """The ``add`` rows of one checkpoint file (valid rows only).
+
+    ``deferred``, when set, returns the fields left out of ``rows`` (for the same rows);
+    ``full_type`` is the type of the file's ``add`` column with every field.
+    """
+
+    rows: pa.StructArray
+    full_type: pa.DataType
+    deferred: Callable[[], pa.StructArray] | None = None
+
+
 class CheckpointAdds:
     """A checkpoint's ``add`` rows (valid rows only, file order) as Arrow columns.
 
-    Immutable. :meth:`files` builds the :class:`AddFile` objects once and caches them.
+    Immutable. :meth:`files` builds the :class:`AddFile` objects once and caches them, first
+    loading the fields ``deferred`` returns (one callable per part, in order) when there are any.
     """
 
-    def __init__(self, rows: pa.StructArray) -> None:
+    def __init__(self, rows: pa.StructArray, deferred: Sequence[Callable[[], pa.StructArray]] = ()) -> None:
         self.rows = rows
+        self._deferred = tuple(deferred)
         self._paths = rows.field("path")
         self._dv = _field(rows, "deletionVector")
         if self._dv is not None and self._dv.null_count == len(self._dv):
@@ -287,8 +303,40 @@ class CheckpointAdds:
         self._live: list[int] | None = None
         self._live_known = False
 
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[AddChunk]) -> CheckpointAdds:
+        """The rows of several parts (same ``add`` type), in order."""
+        rows = chunks[0].rows if len(chunks) == 1 else pa.concat_arrays([c.rows for c in chunks])
+        deferred = [c.deferred for c in chunks if c.deferred is not None]
+        if deferred and len(deferred) != len(chunks):
+            raise ValueError("either every part or no part has deferred fields")
+        return cls(rows, deferred)
+
     def __len__(self) -> int:
         return len(self.rows)
+
+    def _full_rows(self) -> pa.StructArray:
+        if not self._deferred:
+            return self.rows
+        parts = [load() for load in self._deferred]
+        extra = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        if len(extra) != len(self.rows):
+            raise ValueError("deferred checkpoint fields do not line up with the add rows")
+        fields = list(self.rows.type) + list(extra.type)
+        children = [self.rows.field(i) for i in range(len(self.rows.type))]
+        children += [extra.field(i) for i in range(len(extra.type))]
+        return pa.StructArray.from_arrays(children, fields=fields)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (snapshots may travel in closures); the lock and the built files stay behind.
+        state = dict(self.__dict__)
+        del state["_lock"]
+        state["_files"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def files(self) -> list[AddFile]:
         """One :class:`AddFile` per row (duplicates included), built on first use."""
@@ -296,7 +344,7 @@ class CheckpointAdds:
         if files is None:
             with self._lock:
                 if self._files is None:
-                    self._files = build_adds(self.rows)
+                    self._files = build_adds(self._full_rows())
                 files = self._files
         return files
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from dataclasses import replace
 
@@ -179,7 +180,12 @@ def test_add_and_remove_of_one_path_in_a_checkpoint_replays_in_row_order(table: 
 
 
 def test_non_contiguous_add_rows_and_multipart(table: RawTable) -> None:
-    table.create(*(add(f"f{i}", size=i, deletion_vector=D1 if i % 3 == 0 else None) for i in range(12)))
+    table.create(
+        *(
+            add(f"f{i}", size=i, deletion_vector=D1 if i % 3 == 0 else None, stats=f'{{"numRecords":{i}}}')
+            for i in range(12)
+        )
+    )
     table.commit(1, [remove("f1", ts=1), remove("f2", ts=2), SetTransaction("app", 1)])
     expected = table.log().snapshot()
     rows = _rows(expected)
@@ -189,9 +195,12 @@ def test_non_contiguous_add_rows_and_multipart(table: RawTable) -> None:
         table.store.write(name, encode_checkpoint(rows[i::3]))
     table.commit(2, [remove("f0", deletion_vector=D1), add("f5", size=50)])
     snap = table.log().snapshot()
-    assert snap.checkpoint_version == 1 and snap.active_files._base is not None
+    base = snap.active_files._base
+    assert snap.checkpoint_version == 1 and base is not None
+    assert "stats" not in base.rows.type.names  # read from the parts only when the files are built
     _assert_matches_eager(table, snap)
     assert sorted(f.path for f in snap.files) == sorted(f"f{i}" for i in range(12) if i not in (0, 1, 2))
+    assert all(f.stats == f'{{"numRecords":{f.path[1:]}}}' for f in snap.files if f.path != "f5")
 
 
 def test_random_logs_match_eager_replay(table: RawTable) -> None:
@@ -281,3 +290,15 @@ def test_checkpoint_without_optional_add_fields(table: RawTable, with_stats_colu
         (f"f{i}", {"p": "a"}, i, False) for i in range(3)
     ]
     _assert_matches_eager(table, snap)
+
+
+def test_arrow_file_set_pickles(table: RawTable) -> None:
+    table.create(add("a"), add("b", deletion_vector=D1))
+    log = table.log()
+    log.checkpoint(log.snapshot())
+    table.commit(1, [remove("a")])
+    snap = table.log().snapshot()
+    assert snap.active_files._base is not None
+    snap.files  # noqa: B018  (built files are not pickled, the Arrow rows are)
+    copy = pickle.loads(pickle.dumps(snap.active_files))
+    assert copy.files == snap.files and len(copy) == 1
