@@ -173,7 +173,9 @@ class _DeferredAddFields:
             return select_rows(arr, self.mask)
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
             raise LogCorruptedError(
-                f"The checkpoint file _delta_log/{self.name} cannot be read ({type(e).__name__}: {e})."
+                f"The statistics of the checkpoint file _delta_log/{self.name} cannot be read "
+                f"({type(e).__name__}: {e}). Delete the checkpoint (and _delta_log/_last_checkpoint if it "
+                "points to it) so readers fall back to the JSON commits, then create a new checkpoint."
             ) from e
 
 
@@ -192,7 +194,8 @@ def _read_parquet_actions(
             return _rows_to_actions(pf.read(columns=present))
         deferred = [f.name for f in add_type if f.name in _DEFERRED_ADD_FIELDS]
         columns = [c for c in present if c != "add"]
-        columns += [f"add.{f.name}" for f in add_type if f.name not in deferred]
+        # stats/stats_parsed are deferred; other ``*_parsed`` fields (partitionValues_parsed) are unused.
+        columns += [f"add.{f.name}" for f in add_type if not f.name.endswith("_parsed") and f.name != "stats"]
         table = pf.read(columns=columns)
         arr, mask = file_rows_mask(table.column("add"))
         loader = _DeferredAddFields(name, data, deferred, mask) if deferred else None

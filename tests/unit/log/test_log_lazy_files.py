@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtest_helpers import RawTable, add, dv, remove
 
+from deltamerge.errors import LogCorruptedError
 from deltamerge.log import filenames
 from deltamerge.log.actions import AddFile, DeletionVectorDescriptor, Protocol, SetTransaction
 from deltamerge.log.checkpoint import (
@@ -302,3 +303,16 @@ def test_arrow_file_set_pickles(table: RawTable) -> None:
     snap.files  # noqa: B018  (built files are not pickled, the Arrow rows are)
     copy = pickle.loads(pickle.dumps(snap.active_files))
     assert copy.files == snap.files and len(copy) == 1
+
+
+def test_unreadable_deferred_stats_is_log_corrupted(table: RawTable) -> None:
+    table.create(add("a", stats='{"numRecords":1}'))
+    log = table.log()
+    log.checkpoint(log.snapshot())
+    snap = table.log().snapshot()
+    base = snap.active_files._base
+    assert base is not None and len(base._deferred) == 1
+    base._deferred[0].data = b"not parquet"  # type: ignore[attr-defined]
+    assert snap.num_files == 1  # count and size do not need the statistics
+    with pytest.raises(LogCorruptedError, match="statistics of the checkpoint"):
+        snap.files  # noqa: B018
