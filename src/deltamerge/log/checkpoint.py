@@ -37,9 +37,7 @@ from deltamerge.log.actions import (
     UnknownAction,
     action_from_json,
 )
-from deltamerge.log.filestate import (
-    AddChunk,
-    CheckpointAdds,
+from deltamerge.log.arrow_rows import (
     build_adds,
     build_removes,
     clean,
@@ -47,6 +45,7 @@ from deltamerge.log.filestate import (
     file_rows_mask,
     select_rows,
 )
+from deltamerge.log.filestate import CheckpointAdds, CheckpointRemoves, FileChunk
 from deltamerge.log.paths import decode_add_path
 from deltamerge.log.replay import CheckpointRef, parse_commit_file
 from deltamerge.log.store import LogStore
@@ -154,21 +153,21 @@ def _rows_to_actions(table: pa.Table) -> list[Action]:
     return [a for a in placed if a is not None]
 
 
-# Fields of the ``add`` struct that the lazy read leaves in the file until the files are built: the
-# statistics are most of a checkpoint's bytes, and nothing but the built AddFile objects needs them.
-_DEFERRED_ADD_FIELDS = ("stats", "stats_parsed")
+# Fields of the ``add``/``remove`` structs that the lazy read leaves in the file until the files are
+# built: the statistics are most of a checkpoint's bytes, and only the built actions need them.
+_DEFERRED_FIELDS = ("stats", "stats_parsed")
 
 
-class _DeferredAddFields:
-    """Reads the deferred ``add`` fields of one checkpoint file from its bytes, for the same rows."""
+class _DeferredFields:
+    """Reads the deferred fields of one checkpoint file's ``kind`` column from its bytes, same rows."""
 
-    def __init__(self, name: str, data: bytes, fields: list[str], mask: pa.Array) -> None:
-        self.name, self.data, self.fields, self.mask = name, data, fields, mask
+    def __init__(self, name: str, data: bytes, kind: str, fields: list[str], mask: pa.Array) -> None:
+        self.name, self.data, self.kind, self.fields, self.mask = name, data, kind, fields, mask
 
     def __call__(self) -> pa.StructArray:
         try:
             pf = pq.ParquetFile(pa.BufferReader(self.data))
-            column = pf.read(columns=[f"add.{f}" for f in self.fields]).column("add")
+            column = pf.read(columns=[f"{self.kind}.{f}" for f in self.fields]).column(self.kind)
             arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
             return select_rows(arr, self.mask)
         except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
@@ -180,27 +179,34 @@ class _DeferredAddFields:
 
 
 def _read_parquet_actions(
-    store: LogStore, name: str, adds_out: list[AddChunk] | None = None
+    store: LogStore, name: str, files_out: list[FileChunk] | None = None
 ) -> list[Action]:
-    """Actions of one Parquet checkpoint file. With ``adds_out``, the ``add`` rows are appended to it
-    as Arrow (when their layout allows the column-wise conversion) instead of being returned."""
+    """Actions of one Parquet checkpoint file. With ``files_out``, the ``add`` and ``remove`` rows are
+    appended to it as Arrow (when their layout allows the column-wise conversion) instead of being
+    returned."""
     data = store.read(name)
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
         schema = pf.schema_arrow
         present = [c for c in _ACTION_COLUMNS if c in schema.names]
-        add_type = schema.field("add").type if "add" in present else None
-        if adds_out is None or add_type is None or not fast_path_ok(add_type, "add"):
+        lazy = [] if files_out is None else [c for c in ("add", "remove") if c in present]
+        lazy = [c for c in lazy if fast_path_ok(schema.field(c).type, c)]
+        if not lazy:
             return _rows_to_actions(pf.read(columns=present))
-        deferred = [f.name for f in add_type if f.name in _DEFERRED_ADD_FIELDS]
-        columns = [c for c in present if c != "add"]
-        # stats/stats_parsed are deferred; other ``*_parsed`` fields (partitionValues_parsed) are unused.
-        columns += [f"add.{f.name}" for f in add_type if not f.name.endswith("_parsed") and f.name != "stats"]
+        columns = [c for c in present if c not in lazy]
+        for kind in lazy:
+            # stats/stats_parsed are deferred; other ``*_parsed`` fields (partitionValues_parsed) are unused.
+            columns += [f"{kind}.{f.name}" for f in schema.field(kind).type if not f.name.endswith("_parsed")]
+            columns = [c for c in columns if c != f"{kind}.stats"]
         table = pf.read(columns=columns)
-        arr, mask = file_rows_mask(table.column("add"))
-        loader = _DeferredAddFields(name, data, deferred, mask) if deferred else None
-        adds_out.append(AddChunk(select_rows(arr, mask), add_type, loader))
-        return _rows_to_actions(table.drop_columns(["add"]))
+        assert files_out is not None
+        for kind in lazy:
+            full_type = schema.field(kind).type
+            deferred = [f.name for f in full_type if f.name in _DEFERRED_FIELDS]
+            arr, mask = file_rows_mask(table.column(kind))
+            loader = _DeferredFields(name, data, kind, deferred, mask) if deferred else None
+            files_out.append(FileChunk(kind, select_rows(arr, mask), full_type, loader))
+        return _rows_to_actions(table.drop_columns(lazy))
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
         raise LogCorruptedError(
             f"The checkpoint file _delta_log/{name} cannot be read ({type(e).__name__}: {e}). Delete it "
@@ -216,17 +222,17 @@ def _sidecar_name(action: UnknownAction) -> str:
 
 
 def read_checkpoint_file(
-    store: LogStore, name: str, adds_out: list[AddChunk] | None = None
+    store: LogStore, name: str, files_out: list[FileChunk] | None = None
 ) -> list[Action]:
     """Actions of one checkpoint file, with V2 sidecar files expanded in place.
 
-    With ``adds_out``, Parquet ``add`` rows are collected there as Arrow instead (see
+    With ``files_out``, Parquet ``add``/``remove`` rows are collected there as Arrow instead (see
     :func:`read_checkpoint_lazy`).
     """
     if name.endswith(".json"):
         actions = parse_commit_file(name, store.read(name))
     else:
-        actions = _read_parquet_actions(store, name, adds_out)
+        actions = _read_parquet_actions(store, name, files_out)
     if UnknownAction not in set(map(type, actions)):
         return actions  # no sidecar and nothing to drop
     out: list[Action] = []
@@ -234,7 +240,7 @@ def read_checkpoint_file(
         if isinstance(action, UnknownAction) and action.key == "sidecar":
             sidecar = _sidecar_name(action)
             try:
-                out.extend(_read_parquet_actions(store, sidecar, adds_out))
+                out.extend(_read_parquet_actions(store, sidecar, files_out))
             except FileNotFoundError:
                 raise LogCorruptedError(
                     f"The V2 checkpoint _delta_log/{name} refers to the sidecar _delta_log/{sidecar}, which "
@@ -247,13 +253,13 @@ def read_checkpoint_file(
 
 
 def read_checkpoint(
-    store: LogStore, ref: CheckpointRef, adds_out: list[AddChunk] | None = None
+    store: LogStore, ref: CheckpointRef, files_out: list[FileChunk] | None = None
 ) -> list[Action]:
-    """All actions of a (possibly multi-part) checkpoint (``adds_out``: see :func:`read_checkpoint_file`)."""
+    """All actions of a (possibly multi-part) checkpoint (``files_out``: see :func:`read_checkpoint_file`)."""
     actions: list[Action] = []
     for name in ref.names:
         try:
-            actions.extend(read_checkpoint_file(store, name, adds_out))
+            actions.extend(read_checkpoint_file(store, name, files_out))
         except FileNotFoundError:
             raise LogCorruptedError(
                 f"The checkpoint file _delta_log/{name} disappeared while it was being read. Retry the read."
@@ -267,25 +273,39 @@ def read_checkpoint(
     return actions
 
 
-def read_checkpoint_lazy(store: LogStore, ref: CheckpointRef) -> tuple[list[Action], CheckpointAdds | None]:
-    """A checkpoint as ``(actions, adds)``: the ``add`` rows kept as Arrow in ``adds``, the rest as actions.
+@dataclass(frozen=True)
+class LazyCheckpoint:
+    """A checkpoint with its file actions kept as Arrow where possible (:func:`read_checkpoint_lazy`)."""
 
-    Replaying ``actions`` and then treating ``adds`` as the live files gives the same state as
-    replaying :func:`read_checkpoint` in order. When that does not hold (an ``add`` and a
-    ``remove`` of the same path, or parts whose ``add`` rows cannot all stay Arrow) every action is
-    returned eagerly and ``adds`` is ``None``.
+    actions: list[Action]
+    adds: CheckpointAdds | None = None
+    removes: CheckpointRemoves | None = None
+
+
+def read_checkpoint_lazy(store: LogStore, ref: CheckpointRef) -> LazyCheckpoint:
+    """A checkpoint whose ``add``/``remove`` rows stay Arrow (``adds``, ``removes``); the rest are actions.
+
+    Replaying ``actions`` and then taking ``adds`` as the live files and ``removes`` as the
+    tombstones gives the same state as replaying :func:`read_checkpoint` in order. When that does
+    not hold (an ``add`` and a ``remove`` of the same key, or parts whose rows cannot all stay
+    Arrow) every action is returned eagerly, as :func:`read_checkpoint` does.
     """
-    chunks: list[AddChunk] = []
+    chunks: list[FileChunk] = []
     actions = read_checkpoint(store, ref, chunks)
-    chunks = [c for c in chunks if len(c.rows)]
-    if not chunks:
-        return actions, None
-    if any(isinstance(a, AddFile) for a in actions) or len({c.full_type for c in chunks}) > 1:
-        return read_checkpoint(store, ref), None
-    adds = CheckpointAdds.from_chunks(chunks)
-    if adds.rows_with_keys(frozenset(a.key for a in actions if isinstance(a, RemoveFile))):
-        return read_checkpoint(store, ref), None
-    return actions, adds
+    by_kind = {k: [c for c in chunks if c.kind == k and len(c.rows)] for k in ("add", "remove")}
+    if not by_kind["add"] and not by_kind["remove"]:
+        return LazyCheckpoint(actions)
+    mixed = any(isinstance(a, (AddFile, RemoveFile)) for a in actions)
+    if mixed or any(len({c.full_type for c in cs}) > 1 for cs in by_kind.values()):
+        return LazyCheckpoint(read_checkpoint(store, ref))
+    adds = CheckpointAdds.from_chunks(by_kind["add"]) if by_kind["add"] else None
+    removes = CheckpointRemoves.from_chunks(by_kind["remove"]) if by_kind["remove"] else None
+    if adds is not None and removes is not None:
+        # Tombstones whose path is also added: their exact keys must all differ from the adds' keys.
+        both = removes.rows_with_paths(adds.rows.field("path"))
+        if both and adds.rows_with_keys(frozenset(removes.keys(both))):
+            return LazyCheckpoint(read_checkpoint(store, ref))
+    return LazyCheckpoint(actions, adds, removes)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from deltamerge.log.actions import (
     SetTransaction,
     parse_commit,
 )
-from deltamerge.log.filestate import ActiveFiles, CheckpointAdds, FileKey
+from deltamerge.log.filestate import ActiveFiles, ActiveTombstones, CheckpointAdds, CheckpointRemoves, FileKey
 from deltamerge.log.store import LogStore
 
 __all__ = ["FileKey", "LogReplay"]
@@ -38,9 +38,10 @@ __all__ = ["FileKey", "LogReplay"]
 class LogReplay:
     """Mutable fold of actions into table state, applied in version order.
 
-    The live files are ``checkpoint_files`` (a checkpoint's ``add`` rows kept as Arrow, see
-    :func:`set_checkpoint_files`) minus the keys in ``shadowed``, followed by ``files``. Without
-    Arrow checkpoint rows, ``files`` alone holds every live file.
+    After :meth:`set_checkpoint_files`, the live files are the checkpoint's ``add`` rows (kept as
+    Arrow) minus the keys in ``shadowed``, followed by ``files``; the tombstones likewise (see
+    :class:`~deltamerge.log.filestate.ActiveTombstones`). Otherwise ``files`` and ``tombstones``
+    alone hold them.
     """
 
     def __init__(self) -> None:
@@ -51,7 +52,10 @@ class LogReplay:
         self.transactions: dict[str, SetTransaction] = {}
         self.domains: dict[str, DomainMetadata] = {}
         self.checkpoint_files: CheckpointAdds | None = None
-        self.shadowed: set[FileKey] = set()  # keys added or removed after ``checkpoint_files``
+        self.checkpoint_tombstones: CheckpointRemoves | None = None
+        self.lazy = False  # set_checkpoint_files was called
+        self.shadowed: set[FileKey] = set()  # keys added or removed since the checkpoint
+        self.readded: set[FileKey] = set()  # keys added since the checkpoint
 
     def copy(self) -> LogReplay:
         """An independent copy (used to extend a cached snapshot with new commits)."""
@@ -63,29 +67,44 @@ class LogReplay:
         other.transactions = dict(self.transactions)
         other.domains = dict(self.domains)
         other.checkpoint_files = self.checkpoint_files  # immutable, shared
+        other.checkpoint_tombstones = self.checkpoint_tombstones
+        other.lazy = self.lazy
         other.shadowed = set(self.shadowed)
+        other.readded = set(self.readded)
         return other
 
-    def set_checkpoint_files(self, adds: CheckpointAdds) -> None:
-        """Start from a checkpoint's ``add`` rows (on a state holding no files yet).
+    def set_checkpoint_files(self, adds: CheckpointAdds | None, removes: CheckpointRemoves | None) -> None:
+        """Take a checkpoint's ``add``/``remove`` rows as the live files and tombstones.
 
-        Equivalent to applying them as :class:`AddFile` actions, provided no tombstone applied so
-        far has the key of one of them (:func:`~deltamerge.log.checkpoint.read_checkpoint_lazy`
+        Equivalent to applying them as actions, provided the state holds no file or tombstone yet
+        and no add has the key of a remove (:func:`~deltamerge.log.checkpoint.read_checkpoint_lazy`
         ensures that).
         """
-        if self.files or self.checkpoint_files is not None:
+        if self.files or self.tombstones or self.lazy:
             raise ValueError("checkpoint files must be the first files of a replay")
         self.checkpoint_files = adds
+        self.checkpoint_tombstones = removes
+        self.lazy = True
 
     def active_files(self) -> ActiveFiles:
         """The live files (an immutable view; building :class:`AddFile` objects lazily)."""
         return ActiveFiles(self.checkpoint_files, frozenset(self.shadowed), tuple(self.files.values()))
 
+    def active_tombstones(self) -> ActiveTombstones:
+        """The tombstones (an immutable view; building :class:`RemoveFile` objects lazily)."""
+        return ActiveTombstones(
+            self.checkpoint_tombstones,
+            frozenset(self.shadowed),
+            frozenset(self.readded),
+            dict(self.tombstones),
+        )
+
     def apply(self, actions: Iterable[Action]) -> None:
         """Apply the actions of one commit (or one checkpoint) in file order."""
         files = self.files
         tombstones = self.tombstones
-        shadowed = self.shadowed if self.checkpoint_files is not None else None
+        shadowed = self.shadowed if self.lazy else None
+        readded = self.readded
         for action in actions:
             cls = type(action)
             if cls is AddFile:
@@ -99,6 +118,7 @@ class LogReplay:
                     tombstones.pop(key, None)
                 if shadowed is not None:
                     shadowed.add(key)
+                    readded.add(key)
             elif cls is RemoveFile:
                 dv = action.deletion_vector  # type: ignore[union-attr]
                 key = (action.path, None if dv is None else dv.unique_id)  # type: ignore[union-attr]
@@ -114,6 +134,7 @@ class LogReplay:
                 self.tombstones.pop(key, None)
                 if shadowed is not None:
                     shadowed.add(key)
+                    readded.add(key)
             elif isinstance(action, RemoveFile):
                 key = action.key
                 self.files.pop(key, None)

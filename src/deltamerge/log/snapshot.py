@@ -32,7 +32,7 @@ from deltamerge.log.actions import (
     SetTransaction,
 )
 from deltamerge.log.checkpoint import read_checkpoint_lazy, read_last_checkpoint, write_checkpoint
-from deltamerge.log.filestate import ActiveFiles
+from deltamerge.log.filestate import ActiveFiles, ActiveTombstones
 from deltamerge.log.protocol import check_can_read
 from deltamerge.log.replay import (
     CheckpointRef,
@@ -56,7 +56,7 @@ class Snapshot:
     protocol: Protocol
     metadata: Metadata
     active_files: ActiveFiles = field(repr=False)
-    tombstones: tuple[RemoveFile, ...]
+    active_tombstones: ActiveTombstones = field(repr=False)
     app_versions: Mapping[str, int]
     domains: Mapping[str, DomainMetadata]
     timestamp: int  # ms: inCommitTimestamp if present, else the commit file's modification time
@@ -85,6 +85,11 @@ class Snapshot:
     def files(self) -> tuple[AddFile, ...]:
         """The active files, in replay order (built on first use from the checkpoint's Arrow rows)."""
         return self.active_files.files
+
+    @property
+    def tombstones(self) -> tuple[RemoveFile, ...]:
+        """The ``remove`` actions kept for VACUUM and conflict checks (built on first use)."""
+        return self.active_tombstones.files
 
     @property
     def num_files(self) -> int:
@@ -271,13 +276,13 @@ class DeltaLog:
             state = LogReplay()
             if ref is not None:
                 try:
-                    actions, adds = read_checkpoint_lazy(self.store, ref)
+                    checkpoint = read_checkpoint_lazy(self.store, ref)
                 except LogCorruptedError as e:
                     checkpoint_error = checkpoint_error or e
                     continue
-                state.apply(actions)
-                if adds is not None:
-                    state.set_checkpoint_files(adds)
+                state.apply(checkpoint.actions)
+                if checkpoint.adds is not None or checkpoint.removes is not None:
+                    state.set_checkpoint_files(checkpoint.adds, checkpoint.removes)
             last_info: CommitInfo | None = None
             for v in range(begin, target + 1):
                 actions = read_commit(self.store, v)
@@ -311,7 +316,7 @@ class DeltaLog:
             protocol=state.protocol,
             metadata=state.metadata,
             active_files=state.active_files(),
-            tombstones=tuple(state.tombstones.values()),
+            active_tombstones=state.active_tombstones(),
             app_versions=MappingProxyType({k: t.version for k, t in state.transactions.items()}),
             domains=MappingProxyType(dict(state.domains)),
             timestamp=timestamp,

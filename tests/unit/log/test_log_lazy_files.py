@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import time
 from dataclasses import replace
 
 import pyarrow as pa
@@ -66,6 +67,7 @@ def _rows(snap: Snapshot) -> list[dict]:
     )
 
 
+NOW = int(time.time() * 1000)
 D1 = DeletionVectorDescriptor("u", "AAAAAAAAAAAAAAAAAAAA", 36, 2, offset=1, max_row_index=9)
 D2 = DeletionVectorDescriptor("i", "inline-bytes", 10, 1)
 
@@ -93,7 +95,8 @@ def test_checkpoint_then_removes_dvs_partitions_and_readds(table: RawTable) -> N
         assert snap.checkpoint_version == (2 if v >= 2 else None)
         _assert_matches_eager(table, snap)
     snap = table.log().snapshot()
-    assert snap.active_files._base is not None  # the checkpoint rows stayed Arrow
+    # The checkpoint rows stayed Arrow: the add (f0, D1) and the tombstone (f0, no DV) are different keys.
+    assert snap.active_files._base is not None and snap.active_tombstones._base is not None
     keys = [f.key for f in snap.files]
     assert keys[-3:] == [("p=a/f3", None), ("p=a/new", None), ("p=b/f1", None)]
     assert ("p=a/f0", D2.unique_id) in keys and ("p=a/f0", D1.unique_id) not in keys
@@ -172,8 +175,9 @@ def test_add_and_remove_of_one_path_in_a_checkpoint_replays_in_row_order(table: 
     rows = [*_head_rows(), _add_row("x", 1), tomb, _add_row("y", 2), tomb_y, _add_row("y", 3)]
     _write_checkpoint_rows(table, 1, rows)
     ref = list_log(table.store, 0).checkpoints[0]
-    actions, adds = read_checkpoint_lazy(table.store, ref)
-    assert adds is None and any(isinstance(a, AddFile) for a in actions)  # eager, row order kept
+    lazy = read_checkpoint_lazy(table.store, ref)
+    assert lazy.adds is None and lazy.removes is None  # eager, row order kept
+    assert any(isinstance(a, AddFile) for a in lazy.actions)
     snap = table.log().snapshot()
     assert [(f.path, f.size) for f in snap.files] == [("y", 3)]
     assert [t.path for t in snap.tombstones] == ["x"]
@@ -217,7 +221,7 @@ def test_random_logs_match_eager_replay(table: RawTable) -> None:
             d = rnd.choice(dvs)
             if live and rnd.random() < 0.4:
                 victim = rnd.choice(list(live.values()))
-                actions.append(victim.remove(1000 + v))
+                actions.append(victim.remove(NOW + v))  # kept by checkpoints (within retention)
                 live.pop(victim.key, None)
             else:
                 f = replace(add(path, size=rnd.randint(1, 100), p=rnd.choice(["a", None])), deletion_vector=d)
@@ -226,8 +230,12 @@ def test_random_logs_match_eager_replay(table: RawTable) -> None:
         table.commit(v, actions)
         if rnd.random() < 0.2:
             log.checkpoint(log.update())
+    lazy_tombstones = 0
     for v in range(40):
-        _assert_matches_eager(table, table.log().snapshot(v))
+        snap = table.log().snapshot(v)
+        _assert_matches_eager(table, snap)
+        lazy_tombstones += snap.active_tombstones._base is not None
+    assert lazy_tombstones > 10
     # And through the incremental path of one DeltaLog.
     log = table.log()
     snap = log.snapshot()
@@ -316,3 +324,41 @@ def test_unreadable_deferred_stats_is_log_corrupted(table: RawTable) -> None:
     assert snap.num_files == 1  # count and size do not need the statistics
     with pytest.raises(LogCorruptedError, match="statistics of the checkpoint"):
         snap.files  # noqa: B018
+
+
+def test_checkpoint_tombstones_replaced_in_place_revived_and_removed_again(table: RawTable) -> None:
+    table.create(*(add(f"f{i}") for i in range(8)))
+    table.commit(1, [remove(f"f{i}", ts=NOW + i) for i in range(6)])
+    log = table.log()
+    log.checkpoint(log.snapshot())
+    tombs = table.log().snapshot().active_tombstones
+    assert tombs._base is not None and tombs._files is None
+    table.commit(2, [remove("f1", ts=NOW + 100)])  # replaces the tombstone in place
+    table.commit(3, [add("f2"), add("f3")])  # revives: drops the tombstones
+    table.commit(4, [remove("f3", ts=NOW + 200), remove("f6", ts=NOW + 300)])  # removed again: appended
+    table.commit(5, [remove("f1", ts=NOW + 400), add("f0")])
+    for v in range(1, 6):
+        _assert_matches_eager(table, table.log().snapshot(v))
+    snap = table.log().snapshot()
+    assert [(t.path, t.deletion_timestamp - NOW) for t in snap.tombstones] == [
+        ("f1", 400),
+        ("f4", 4),
+        ("f5", 5),
+        ("f3", 200),
+        ("f6", 300),
+    ]
+
+
+def test_duplicate_tombstones_in_a_checkpoint_keep_the_first_position(table: RawTable) -> None:
+    _create_for_handwritten(table)
+
+    def tomb(path: str, ts: int) -> dict:
+        return {"remove": {"path": path, "deletionTimestamp": ts, "dataChange": False}}
+
+    rows = [tomb("a", 1), *_head_rows(), tomb("b", 2), tomb("a", 3), _add_row("c", 1), tomb("d", 4)]
+    _write_checkpoint_rows(table, 1, rows)
+    lazy = read_checkpoint_lazy(table.store, list_log(table.store, 0).checkpoints[0])
+    assert lazy.adds is not None and lazy.removes is not None
+    snap = table.log().snapshot()
+    assert [(t.path, t.deletion_timestamp) for t in snap.tombstones] == [("a", 3), ("b", 2), ("d", 4)]
+    _assert_matches_eager(table, snap)
