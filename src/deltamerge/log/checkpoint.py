@@ -82,21 +82,6 @@ def _row_action(c: str, row: Any) -> Action | None:
     return action_from_json({c: body})
 
 
-def _rows_to_actions_slow(table: pa.Table) -> list[Action]:
-    columns = [c for c in _ACTION_COLUMNS if c in table.column_names]
-    values = {c: table.column(c).to_pylist() for c in columns}
-    actions: list[Action] = []
-    for i in range(table.num_rows):
-        for c in columns:
-            row = values[c][i]
-            if row is None:
-                continue
-            action = _row_action(c, row)
-            if action is not None:
-                actions.append(action)
-    return actions
-
-
 def _file_actions(column: pa.ChunkedArray, kind: str) -> tuple[list[int], list[Action]] | None:
     """``(rows, actions)`` for the ``add``/``remove`` rows, or ``None`` to use the generic path."""
     if not fast_path_ok(column.type, kind):
@@ -110,46 +95,38 @@ def _file_actions(column: pa.ChunkedArray, kind: str) -> tuple[list[int], list[A
     return rows, actions
 
 
+def _generic_actions(column: pa.ChunkedArray, c: str) -> tuple[list[int], list[Action]]:
+    """``(rows, actions)`` of one column, row by row through the JSON shape (set rows only)."""
+    if column.null_count == len(column):
+        return [], []
+    valid = pc.indices_nonzero(column.is_valid()).to_pylist()
+    rows: list[int] = []
+    actions: list[Action] = []
+    for row, value in zip(valid, column.take(valid).to_pylist(), strict=True):
+        action = _row_action(c, value)
+        if action is not None:
+            rows.append(row)
+            actions.append(action)
+    return rows, actions
+
+
 def _rows_to_actions(table: pa.Table) -> list[Action]:
     columns = [c for c in _ACTION_COLUMNS if c in table.column_names]
-    fast: dict[str, tuple[list[int], list[Action]]] = {}
-    for c in ("add", "remove"):
-        if c in columns:
-            got = _file_actions(table.column(c), c)
-            if got is not None:
-                fast[c] = got
-    if not fast:
-        return _rows_to_actions_slow(table)
-    others: list[tuple[int, Action]] = []
+    per_column: list[tuple[list[int], list[Action]]] = []
     for c in columns:
-        if c in fast:
-            continue
-        col = table.column(c)
-        if col.null_count == len(col):
-            continue
-        valid = pc.indices_nonzero(col.is_valid()).to_pylist()
-        values = col.take(valid).to_pylist()
-        for row, value in zip(valid, values, strict=True):
-            action = _row_action(c, value)
-            if action is not None:
-                others.append((row, action))
-    adds = fast.get("add", ([], []))
-    removes = fast.get("remove", ([], []))
-    if not removes[1] and not any(type(a) is RemoveFile for _, a in others):
-        # Only adds among the file actions: their order relative to protocol, metadata, txn and
-        # domain rows does not change the replayed state.
-        return [a for _, a in others] + adds[1]
-    # Keep the file's row order across kinds: two slots per row, so a malformed row with two set
-    # columns keeps both, in column order.
-    placed: list[Action | None] = [None] * (table.num_rows * 2)
-    for row, action in others:
-        placed[2 * row] = action
-    for (rows, actions), slot in ((adds, 0), (removes, 1)):
+        got = _file_actions(table.column(c), c) if c in ("add", "remove") else None
+        per_column.append(got if got is not None else _generic_actions(table.column(c), c))
+    kinds = {type(a) for _, actions in per_column for a in actions}
+    if AddFile not in kinds or RemoveFile not in kinds:
+        # At most one kind of file action: the order across columns does not change the replayed
+        # state (within a column, rows stay in file order).
+        return [a for _, actions in per_column for a in actions]
+    # Adds and removes: keep the file's row order, and column order within a (malformed) row.
+    width = len(columns)
+    placed: list[Action | None] = [None] * (table.num_rows * width)
+    for slot, (rows, actions) in enumerate(per_column):
         for row, action in zip(rows, actions, strict=True):
-            i = 2 * row + slot
-            if placed[i] is not None:  # an add in a row that also set another column
-                i = 2 * row + 1
-            placed[i] = action
+            placed[row * width + slot] = action
     return [a for a in placed if a is not None]
 
 
