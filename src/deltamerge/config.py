@@ -126,6 +126,8 @@ class SessionConf:
     TYPE_WIDENING_AUTO = _session("typeWidening.allowAutomaticWidening", "always", str)
     NUM_RECORDS_VALIDATION = _session("numRecordsValidation.enabled", True, parse_bool)
     DROP_NULL_COLUMNS = _session("createDataFrame.dropNullColumns", False, parse_bool)
+    # Databricks' key for dynamic file pruning; deltamerge prunes MERGE candidates by source keys.
+    DYNAMIC_FILE_PRUNING = Setting("spark.databricks.optimizer.dynamicFilePruning", True, parse_bool)
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
     SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)

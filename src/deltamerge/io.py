@@ -90,7 +90,12 @@ def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[Dat
         if src is None:
             cols.append(F.lit(None).cast(f.dataType).alias(f.name))
             continue
-        if src.dataType != f.dataType and not _safe_cast(src.dataType, f.dataType):
+        if as_nullable(src.dataType) == as_nullable(f.dataType):
+            # Same type up to nested nullability: written as it is; NOT NULL is checked on write
+            # (a cast to a non-nullable nested field is not allowed).
+            cols.append(F.col(f"`{src.name}`").alias(f.name))
+            continue
+        if not _safe_cast(src.dataType, f.dataType):
             raise SchemaMismatchError(
                 f"Failed to merge fields '{f.name}': the table has type {f.dataType.simpleString()} "
                 f"and the data has {src.dataType.simpleString()}. Cast the column before writing.",

@@ -429,12 +429,6 @@ def test_null_into_not_null_nested_field_by_merge(spark, tmp_path) -> None:  # t
     assert sorted(tuple(r) for r in deltamerge.read(spark, root).where("id = 3").collect()) == [(3, None)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="io.write's _align refuses data whose nested nullability differs from the table's "
-    "(DELTA_FAILED_TO_MERGE_FIELDS: 'struct<a:bigint,b:string>' vs 'struct<a:bigint,b:string>') instead of "
-    "writing it under the NOT NULL check",
-)
 def test_null_into_not_null_nested_field_by_append(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     root = str(tmp_path / "nested")
     ddl = _nested_not_null_table(spark, root)

@@ -594,9 +594,9 @@ class _Analyzer:
 def _and_all(nodes: list[exp.Expression]) -> exp.Expression | None:
     if not nodes:
         return None
-    out = nodes[0]
+    out: exp.Expression = nodes[0]
     for n in nodes[1:]:
-        out = exp.and_(out, n)
+        out = exp.and_(out, n)  # type: ignore[assignment]
     return out
 
 

@@ -80,7 +80,7 @@ class DeltaMergeBuilder:
     def _with(self, clause: MergeClause | None) -> DeltaMergeBuilder:
         return self if clause is None else replace(self, _clauses=(*self._clauses, clause))
 
-    def whenMatchedUpdate(  # noqa: N802 - delta-spark's API names
+    def whenMatchedUpdate(
         self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
     ) -> DeltaMergeBuilder:
         """WHEN MATCHED [AND condition] THEN UPDATE SET ..."""
@@ -89,35 +89,43 @@ class DeltaMergeBuilder:
         if not values and condition is None:
             return self  # delta-spark drops an unconditional update with no assignment
         return self._with(
-            MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), assignments(values))
+            MergeClause(
+                ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), assignments(values)
+            )
         )
 
-    def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+    def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN MATCHED [AND condition] THEN UPDATE SET *"""
         _check_condition(condition, "whenMatchedUpdateAll")
-        return self._with(MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), None))
+        return self._with(
+            MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), None)
+        )
 
-    def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+    def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN MATCHED [AND condition] THEN DELETE"""
         _check_condition(condition, "whenMatchedDelete")
         return self._with(MergeClause(ClauseKind.MATCHED, ActionType.DELETE, parse_condition(condition), ()))
 
-    def whenNotMatchedInsert(  # noqa: N802
+    def whenNotMatchedInsert(
         self, condition: str | Column | None = None, values: dict[str, str | Column] | None = None
     ) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED [AND condition] THEN INSERT (...) VALUES (...)"""
         _check_condition(condition, "whenNotMatchedInsert")
         vals = _check_dict(values, "values", "whenNotMatchedInsert")
         return self._with(
-            MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), assignments(vals))
+            MergeClause(
+                ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), assignments(vals)
+            )
         )
 
-    def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+    def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED [AND condition] THEN INSERT *"""
         _check_condition(condition, "whenNotMatchedInsertAll")
-        return self._with(MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), None))
+        return self._with(
+            MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), None)
+        )
 
-    def whenNotMatchedBySourceUpdate(  # noqa: N802
+    def whenNotMatchedBySourceUpdate(
         self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
     ) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET ..."""
@@ -127,18 +135,21 @@ class DeltaMergeBuilder:
             return self
         return self._with(
             MergeClause(
-                ClauseKind.NOT_MATCHED_BY_SOURCE, ActionType.UPDATE, parse_condition(condition), assignments(values)
+                ClauseKind.NOT_MATCHED_BY_SOURCE,
+                ActionType.UPDATE,
+                parse_condition(condition),
+                assignments(values),
             )
         )
 
-    def whenNotMatchedBySourceDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:  # noqa: N802
+    def whenNotMatchedBySourceDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED BY SOURCE [AND condition] THEN DELETE"""
         _check_condition(condition, "whenNotMatchedBySourceDelete")
         return self._with(
             MergeClause(ClauseKind.NOT_MATCHED_BY_SOURCE, ActionType.DELETE, parse_condition(condition), ())
         )
 
-    def withSchemaEvolution(self) -> DeltaMergeBuilder:  # noqa: N802
+    def withSchemaEvolution(self) -> DeltaMergeBuilder:
         """Allow the merge to add source columns to the target schema."""
         return replace(self, _evolve=True)
 

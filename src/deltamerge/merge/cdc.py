@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from deltamerge.merge.analysis import ResolvedMerge, tcol
 from deltamerge.merge.clauses import ActionType
-from deltamerge.merge.output import ACTION, COPY, output_columns
+from deltamerge.merge.output import ACTION, COPY, output_columns, sql_col
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL
 
 CHANGE_TYPE = "_change_type"
@@ -22,6 +22,9 @@ _KIND = "__dm_kind"
 
 
 def _old_values(rm: ResolvedMerge) -> list[Column]:
+    # ``keep_values`` casts evolved structs by field name (a plain cast would go by position).
+    if rm.keep_values:
+        return [sql_col(v) for v in rm.keep_values]
     n_target = len(rm.target_schema.fields)
     cols = []
     for j, field in enumerate(rm.final_schema.fields):
@@ -35,7 +38,9 @@ def _old_values(rm: ResolvedMerge) -> list[Column]:
     return cols
 
 
-def explode_changes(joined_with_action: DataFrame, rm: ResolvedMerge, *, dedupe_deletes: bool) -> DataFrame:
+def explode_changes(
+    joined_with_action: DataFrame, rm: ResolvedMerge, *, dedupe_deletes: bool, copies: bool = True
+) -> DataFrame:
     """Joined rows (with the action code) -> data rows and change rows, told apart by ``_KIND``.
 
     ``dedupe_deletes``: when duplicate matches are allowed (one unconditional DELETE), a target
@@ -43,7 +48,7 @@ def explode_changes(joined_with_action: DataFrame, rm: ResolvedMerge, *, dedupe_
     which the joined rows must then carry).
     """
     names = [f.name for f in rm.final_schema.fields]
-    new = [c.alias(f"v{j}") for j, c in enumerate(output_columns(rm, has_target=True))]
+    new = [c.alias(f"v{j}") for j, c in enumerate(output_columns(rm, has_target=True, copies=copies))]
     old = [c.alias(f"v{j}") for j, c in enumerate(_old_values(rm))]
     action = F.col(ACTION)
     updates = [c.index for c in rm.clauses if c.action is ActionType.UPDATE]
@@ -94,11 +99,11 @@ def change_rows(changes: DataFrame) -> DataFrame:
     return changes.where(F.col(_KIND).isNotNull()).select(*cols, F.col(_KIND).alias(CHANGE_TYPE))
 
 
-def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bool):  # type: ignore[no-untyped-def]
+def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bool, copies: bool = True):  # type: ignore[no-untyped-def]
     """Write data files and change-data files from one evaluation of the joined rows."""
     from pyspark import StorageLevel
 
-    changes = explode_changes(joined_with_action, ctx.rm, dedupe_deletes=dedupe_deletes)
+    changes = explode_changes(joined_with_action, ctx.rm, dedupe_deletes=dedupe_deletes, copies=copies)
     changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         adds = ctx.write(data_rows(changes))

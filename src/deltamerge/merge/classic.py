@@ -56,16 +56,22 @@ def single_unconditional_delete(ctx: MergeContext) -> bool:
     return len(matched) == 1 and matched[0].action is ActionType.DELETE and matched[0].condition is None
 
 
-def _multiple_match_error(ctx: MergeContext, candidates: Sequence[AddFile]) -> MultipleSourceRowMatchingTargetRowError:
+def _multiple_match_error(
+    ctx: MergeContext, candidates: Sequence[AddFile]
+) -> MultipleSourceRowMatchingTargetRowError:
     # Error path only: name a few offending target rows so the user can fix the source at once.
     target = ctx.target(candidates, with_file=True, with_row_index=True)
     joined = ctx.source.withColumn(SOURCE_PRESENT, F.lit(True)).join(target, on=ctx.condition(), how="inner")
-    key_cols = sorted({c for c in _target_columns_in(ctx)})
+    key_cols = sorted(_target_columns_in(ctx))
     shown_cols = [F.col(tcol(i)).alias(ctx.rm.target_schema.fields[i].name) for i in key_cols]
     dup = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(F.count(F.lit(1)).alias("n")).where("n > 1")
     n_rows = dup.count()
     examples = (
-        joined.join(dup, on=[FILE_COL, ROW_INDEX_COL], how="left_semi").select(*shown_cols).distinct().limit(5).collect()
+        joined.join(dup, on=[FILE_COL, ROW_INDEX_COL], how="left_semi")
+        .select(*shown_cols)
+        .distinct()
+        .limit(5)
+        .collect()
         if shown_cols
         else []
     )
@@ -101,26 +107,46 @@ def find_touched_files(
     rm = ctx.rm
     has_nmbs = bool(rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE))
     start = time.monotonic()
+    # A source unique on the ON condition's equi-join columns matches each target row at most
+    # once: no per-row aggregation (a shuffle of every matched row) is needed, only per file.
+    unique = ctx.source_unique
+    per_row_needed = collect_modified_rows or not unique
     source, source_rows = observed_count(ctx.source, "numSourceRows")
     source = source.withColumn(SOURCE_PRESENT, F.lit(True))
-    target = ctx.target(candidates, with_file=True, with_row_index=True).withColumn(TARGET_PRESENT, F.lit(True))
+    target = ctx.target(candidates, with_file=True, with_row_index=per_row_needed).withColumn(
+        TARGET_PRESENT, F.lit(True)
+    )
     joined = source.join(target, on=ctx.condition(), how="right" if has_nmbs else "inner")
 
     if rm.is_matched_only:
-        preds = [F.lit(True) if c.condition is None else sql_col(c.condition) for c in rm.of_kind(ClauseKind.MATCHED)]
+        preds = [
+            F.lit(True) if c.condition is None else sql_col(c.condition)
+            for c in rm.of_kind(ClauseKind.MATCHED)
+        ]
         touch = preds[0]
         for p in preds[1:]:
             touch = touch | p
         touch = F.col(SOURCE_PRESENT).isNotNull() & F.coalesce(touch, F.lit(False))
     else:
         touch = F.lit(True)
-    row_aggs = [F.count(SOURCE_PRESENT).alias("n"), F.max(touch.cast("int")).alias("touch")]
+    modified = F.lit(False)
     if collect_modified_rows:
         changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
         action = action_column(rm, has_source=True, has_target=True)
         modified = action.isin(changing) if changing else F.lit(False)
+    if unique:
+        # At most one joined row per target row: the file-level aggregates come straight from it.
+        per_row = joined.select(
+            F.col(FILE_COL),
+            *([F.col(ROW_INDEX_COL)] if collect_modified_rows else []),
+            F.col(SOURCE_PRESENT).isNotNull().cast("int").alias("n"),
+            touch.cast("int").alias("touch"),
+            modified.cast("int").alias("modified"),
+        )
+    else:
+        row_aggs = [F.count(SOURCE_PRESENT).alias("n"), F.max(touch.cast("int")).alias("touch")]
         row_aggs.append(F.max(modified.cast("int")).alias("modified"))
-    per_row = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(*row_aggs)
+        per_row = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(*row_aggs)
     file_aggs = [
         F.max("n").alias("max_n"),
         F.sum(F.when(F.col("n") > 1, F.col("n") - 1).otherwise(0)).alias("over"),
@@ -150,7 +176,9 @@ def find_touched_files(
     return TouchedFiles(touched, over, modified_rows)
 
 
-def write_all_changes(ctx: MergeContext, touched: TouchedFiles, *, join_type: str) -> tuple[list[AddFile], list[AddCDCFile]]:
+def write_all_changes(
+    ctx: MergeContext, touched: TouchedFiles, *, join_type: str
+) -> tuple[list[AddFile], list[AddCDCFile]]:
     """Job 2: join the source with the touched files and write the result.
 
     ``join_type`` follows the table of delta_merge_spec.md §1.5 step 7. In copy-on-write mode every
@@ -165,7 +193,9 @@ def write_all_changes(ctx: MergeContext, touched: TouchedFiles, *, join_type: st
     dedupe = ctx.cdf_enabled and touched.over_count > 0
     source, source_rows = observed_count(ctx.source, "numSourceRowsInSecondScan")
     source = source.withColumn(SOURCE_PRESENT, F.lit(True))
-    target = ctx.target(touched.files, with_file=dedupe, with_row_index=dedupe).withColumn(TARGET_PRESENT, F.lit(True))
+    target = ctx.target(touched.files, with_file=dedupe, with_row_index=dedupe).withColumn(
+        TARGET_PRESENT, F.lit(True)
+    )
     joined = source.join(target, on=ctx.condition(), how=join_type)
     with_action = joined.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
     if dv_mode:
@@ -173,15 +203,21 @@ def write_all_changes(ctx: MergeContext, touched: TouchedFiles, *, join_type: st
         with_action = with_action.where(~F.col(ACTION).isin(COPY, DROP))
     with_action, get_counts = observed_metrics(with_action, counter_columns(rm), "mergeCounts")
 
-    phase = "MERGE operation - writing modified rows" if dv_mode else f"MERGE operation - Rewriting {len(touched.files)} files"
+    phase = (
+        "MERGE operation - writing modified rows"
+        if dv_mode
+        else f"MERGE operation - Rewriting {len(touched.files)} files"
+    )
     cdc: list[AddCDCFile] = []
     with job_phase(ctx.spark, phase):
         if ctx.cdf_enabled:
             from deltamerge.merge.cdc import write_with_changes
 
-            adds, cdc = write_with_changes(ctx, with_action, dedupe_deletes=dedupe)
+            adds, cdc = write_with_changes(ctx, with_action, dedupe_deletes=dedupe, copies=not dv_mode)
         else:
-            projected = with_action.select(*output_columns(rm, has_target=True), F.col(ACTION))
+            projected = with_action.select(
+                *output_columns(rm, has_target=True, copies=not dv_mode), F.col(ACTION)
+            )
             adds = ctx.write(written_rows(projected, rm))
 
     def fallback() -> dict[str, int]:
@@ -219,7 +255,9 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
     m.numTargetFilesRemoved = len(touched.files)
     m.numTargetBytesRemoved = sum(f.size for f in touched.files)
     if ctx.partition_columns:
-        m.numTargetPartitionsRemovedFrom = len({tuple(sorted(f.partition_values.items())) for f in touched.files})
+        m.numTargetPartitionsRemovedFrom = len(
+            {tuple(sorted(f.partition_values.items())) for f in touched.files}
+        )
     ts = now_ms()
     return [*(f.remove(ts) for f in touched.files), *adds, *cdc]
 

@@ -9,19 +9,19 @@ certainly did not happen (analysis errors, multiple matches, conflicts).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StructField, StructType
 
 from deltamerge.config import SessionConf, TableProperties
-from deltamerge.errors import ConcurrentModificationError, DeltaMergeError
-from deltamerge.log.actions import Action
-from deltamerge.log.snapshot import DeltaLog
+from deltamerge.errors import ConcurrentModificationError, DeltaMergeError, TableNotFoundError
+from deltamerge.log.actions import Action, AddFile
+from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze
 from deltamerge.merge.clauses import ClauseKind, MergeSpec, check_grammar
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
@@ -74,6 +74,7 @@ def _evolve_metadata(txn: OptimisticTransaction, rm: ResolvedMerge) -> None:
     from deltamerge.spark.types import to_spark_schema
 
     metadata = txn.metadata
+    assert metadata is not None  # prepare() checked that the table exists
     schema = rm.final_schema
     if TableProperties.ENABLE_TYPE_WIDENING.get(metadata.configuration):
         features = set(txn.protocol.writer_features or ()) if txn.protocol is not None else set()
@@ -87,12 +88,14 @@ def _dv_enabled(spark: SparkSession, configuration: dict[str, str]) -> bool:
     return bool(setting(spark, SessionConf.DV_PERSISTENT)) and TableProperties.ENABLE_DVS.get(configuration)
 
 
-def prepare(spark: SparkSession, table_root: str, spec: MergeSpec) -> tuple[OptimisticTransaction, ResolvedMerge, MergePlan]:
+def prepare(
+    spark: SparkSession, table_root: str, spec: MergeSpec
+) -> tuple[OptimisticTransaction, ResolvedMerge, MergePlan]:
     """Open the transaction, analyse and plan (no Spark job runs here)."""
     check_grammar(spec.clauses)
     log = DeltaLog.for_table(table_root)
     txn = OptimisticTransaction(log)
-    snapshot = txn.snapshot
+    snapshot = _snapshot(txn, table_root)
     from deltamerge.spark.types import to_spark_schema
 
     evolve = spec.schema_evolution or bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
@@ -107,10 +110,18 @@ def prepare(spark: SparkSession, table_root: str, spec: MergeSpec) -> tuple[Opti
     return txn, rm, plan
 
 
+def _snapshot(txn: OptimisticTransaction, table_root: str) -> Snapshot:
+    if txn.snapshot is None:
+        raise TableNotFoundError(
+            f"{table_root} is not a Delta table. Create it first (e.g. deltamerge.write)."
+        )
+    return txn.snapshot
+
+
 def explain_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> str:
     """The plan of a MERGE, without running it."""
     txn, _rm, plan = prepare(spark, table_root, spec)
-    return plan.describe(txn.snapshot.files)
+    return plan.describe(_snapshot(txn, table_root).files)
 
 
 def _idempotent_skip(spark: SparkSession, txn: OptimisticTransaction) -> bool:
@@ -142,7 +153,7 @@ def run_merge(
     metrics = MergeMetrics(executor=plan.executor, materialize_reason=plan.materialize_reason)
     if _idempotent_skip(spark, txn):
         return result_frame(spark, metrics)
-    snapshot = txn.snapshot
+    snapshot = _snapshot(txn, table_root)
     _evolve_metadata(txn, rm)
 
     all_files = snapshot.files
@@ -210,17 +221,45 @@ def run_merge(
 
 
 def _execute(ctx: MergeContext, plan: MergePlan) -> list[Action]:
+    candidates = _source_key_summary(ctx, plan)
     if plan.executor == "insertOnly":
         from deltamerge.merge.insert_only import write_only_inserts
 
-        return list(write_only_inserts(ctx, filter_matched_rows=True, candidate_files=plan.candidate_files))
+        return list(write_only_inserts(ctx, filter_matched_rows=True, candidate_files=candidates))
     if plan.deletion_vectors:
         from deltamerge.merge.dv import run_with_deletion_vectors
 
-        return run_with_deletion_vectors(ctx, plan.candidate_files)
+        return run_with_deletion_vectors(ctx, candidates)
     from deltamerge.merge.classic import run_classic
 
-    return run_classic(ctx, plan.candidate_files)
+    return run_classic(ctx, candidates)
+
+
+def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ...]:
+    """One job over the source's join keys (``merge/pruning.py``): the candidates after dynamic
+    file pruning, and (``ctx.source_unique``) whether job 1 can skip its per-row aggregation.
+
+    No pruning with NOT MATCHED BY SOURCE clauses: they act on target rows no source row matches.
+    Metrics and the transaction's read set keep the statically skipped candidates.
+    """
+    from deltamerge.merge.pruning import MIN_FILES, summarize_source_keys
+    from deltamerge.spark.session import job_phase
+
+    candidates = plan.candidate_files
+    prune = (
+        len(candidates) >= MIN_FILES
+        and not ctx.rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE)
+        and bool(setting(ctx.spark, SessionConf.DYNAMIC_FILE_PRUNING))
+    )
+    check_unique = plan.executor != "insertOnly" and bool(candidates)
+    if not prune and not check_unique:
+        return candidates
+    with job_phase(ctx.spark, "MERGE operation - summarizing source keys"):
+        summary = summarize_source_keys(
+            ctx.rm, ctx.source, candidates, prune=prune, check_unique=check_unique
+        )
+    ctx.source_unique = summary.unique
+    return summary.files
 
 
 def _discard(table_root: str, relative_paths: list[str]) -> None:

@@ -37,6 +37,7 @@ class MergeContext:
     repartition_before_write: bool = True
     cdf_enabled: bool = False
     tight_bounds: bool | None = None  # stats carry tightBounds on tables that support DVs
+    source_unique: bool = False  # no two source rows can match one target row (merge/pruning.py)
     written_paths: list[str] = field(default_factory=list)
 
     @property
@@ -44,7 +45,9 @@ class MergeContext:
         """The snapshot the transaction reads."""
         return self.txn.snapshot
 
-    def target(self, files: Sequence[AddFile], *, with_file: bool = False, with_row_index: bool = False) -> DataFrame:
+    def target(
+        self, files: Sequence[AddFile], *, with_file: bool = False, with_row_index: bool = False
+    ) -> DataFrame:
         """Target rows of ``files`` with internal column names (plus file / row index)."""
         snap = self.snapshot
         df = scan(
@@ -75,9 +78,19 @@ class MergeContext:
         if parts and self.repartition_before_write:
             df = df.repartition(*[F.col(f"`{p}`") for p in parts])
         schema_json = to_delta_schema(self.rm.final_schema)
-        ts_parts = [f.name for f in self.rm.final_schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+        ts_parts = [
+            f.name
+            for f in self.rm.final_schema.fields
+            if f.name in parts and f.dataType.typeName() == "timestamp"
+        ]
         written = enforced_write(
-            write_parquet, df, self.rm.final_schema, self.configuration, self.table_root, parts, timestamp_partition_columns=ts_parts
+            write_parquet,
+            df,
+            self.rm.final_schema,
+            self.configuration,
+            self.table_root,
+            parts,
+            timestamp_partition_columns=ts_parts,
         )
         self.written_paths += [w.relative_path for w in written]
         adds = to_add_files(
@@ -91,16 +104,21 @@ class MergeContext:
         )
         self.metrics.numTargetFilesAdded += len(adds)
         self.metrics.numTargetBytesAdded += sum(a.size for a in adds)
-        self.metrics.numTargetPartitionsAddedTo += len({tuple(sorted(a.partition_values.items())) for a in adds}) if parts else 0
+        self.metrics.numTargetPartitionsAddedTo += (
+            len({tuple(sorted(a.partition_values.items())) for a in adds}) if parts else 0
+        )
         return adds
-
 
     def write_cdc(self, df: DataFrame) -> list[AddCDCFile]:
         """Write change rows (table columns + ``_change_type``) under ``_change_data``."""
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write:
             df = df.repartition(*[F.col(f"`{p}`") for p in parts])
-        ts_parts = [f.name for f in self.rm.final_schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+        ts_parts = [
+            f.name
+            for f in self.rm.final_schema.fields
+            if f.name in parts and f.dataType.typeName() == "timestamp"
+        ]
         written = write_parquet(df, self.table_root, parts, kind="cdc", timestamp_partition_columns=ts_parts)
         self.written_paths += [w.relative_path for w in written]
         files = to_cdc_files(written)
@@ -135,7 +153,9 @@ def observed_count(df: DataFrame, name: str) -> tuple[DataFrame, Callable[[], in
     return observed, get
 
 
-def observed_metrics(df: DataFrame, cols: list[Column], name: str) -> tuple[DataFrame, Callable[[Callable[[], dict[str, int]]], dict[str, int]]]:
+def observed_metrics(
+    df: DataFrame, cols: list[Column], name: str
+) -> tuple[DataFrame, Callable[[Callable[[], dict[str, int]]], dict[str, int]]]:
     """``df`` with aggregate metrics attached; the getter takes a fallback computing them directly."""
     obs = Observation(f"{name}_{time.monotonic_ns()}_{threading.get_ident()}")
     observed = df.observe(obs, *cols)

@@ -49,13 +49,16 @@ def action_column(rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> C
     if not has_source:
         return by_source
     sp, tp = F.col(SOURCE_PRESENT), F.col(TARGET_PRESENT)
-    return (
-        F.when(sp.isNotNull() & tp.isNotNull(), matched).when(sp.isNull(), by_source).otherwise(inserts)
-    )
+    return F.when(sp.isNotNull() & tp.isNotNull(), matched).when(sp.isNull(), by_source).otherwise(inserts)
 
 
-def output_columns(rm: ResolvedMerge, *, has_target: bool) -> list[Column]:
-    """One column per final target column: the value chosen by the row's action code."""
+def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[Column]:
+    """One column per final target column: the value chosen by the row's action code.
+
+    ``copies=False`` promises that no row with the ``COPY`` code reaches the projection (DV mode
+    filters them out first). A column that every writing clause assigns then needs no unchanged
+    target value, so Spark can prune unused target columns from the scan and the join.
+    """
     schema: StructType = rm.final_schema
     n_target = len(rm.target_schema.fields)
     action = F.col(ACTION)
@@ -71,14 +74,22 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool) -> list[Column]:
             keep = sql_col(rm.keep_values[j]) if rm.keep_values else F.col(tcol(j))
         else:
             keep = F.lit(None).cast(field.dataType)
-        chain: Column | None = None
+        values: list[tuple[int, Column]] = []
         for c in writers:
             assert c.outputs is not None
             node = c.outputs[j]
             if node is None:
                 continue  # an UPDATE that leaves this column as it is
-            value = sql_col(node)
-            cond = action == F.lit(c.index)
+            values.append((c.index, sql_col(node)))
+        if not copies and values and len(values) == len(writers):
+            # Rows of non-writing actions (deletes, dropped source rows) are filtered out after
+            # this projection, so the last writer's value can stand in as the fallback.
+            *branches, (_, keep) = values
+        else:
+            branches = values
+        chain: Column | None = None
+        for index, value in branches:
+            cond = action == F.lit(index)
             chain = F.when(cond, value) if chain is None else chain.when(cond, value)
         out = keep if chain is None else chain.otherwise(keep)
         cols.append(out.alias(field.name))

@@ -3,6 +3,7 @@ materialized (delta_merge_spec.md §1.5 step 5, §1.6, §1.7). ``explain()`` pri
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -62,9 +63,22 @@ _INTERNAL_PREFIX = "__dm_"
 # Connect: function names whose value can differ between two evaluations of the same plan.
 _NONDETERMINISTIC_FUNCTIONS = frozenset(
     {
-        "rand", "randn", "random", "uniform", "randstr", "uuid", "shuffle", "monotonically_increasing_id",
-        "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
-        "rand_str", "try_reflect", "reflect", "java_method",
+        "rand",
+        "randn",
+        "random",
+        "uniform",
+        "randstr",
+        "uuid",
+        "shuffle",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+        "input_file_block_start",
+        "input_file_block_length",
+        "rand_str",
+        "try_reflect",
+        "reflect",
+        "java_method",
     }
 )
 
@@ -133,10 +147,9 @@ def _classic_source_reason(source: DataFrame) -> str:
                 has_udf = True
                 break
             if "Subquery" in name or name in ("Exists", "ListQuery"):
-                try:
+                # An InSubquery holds its ListQuery as a child instead of a plan.
+                with contextlib.suppress(Exception):
                     stack.append(e.plan())
-                except Exception:  # an InSubquery holds its ListQuery as a child instead
-                    pass
             kids = e.children()
             expr_stack.extend(kids.apply(i) for i in range(kids.size()))
         if n_children == 0 and not non_delta:
@@ -171,7 +184,7 @@ def _connect_source_reason(source: DataFrame) -> str:
     """The same rules over a Spark Connect plan (the unresolved protobuf relation)."""
     from google.protobuf.message import Message
 
-    rel = source._plan.plan(source._session.client)  # type: ignore[attr-defined]
+    rel = source._plan.plan(source._session.client)  # type: ignore[attr-defined,operator]
     delta_dirs: dict[str, bool] = {}
     has_udf = nondeterministic = non_delta = False
     stack: list[Message] = [rel]
@@ -182,7 +195,13 @@ def _connect_source_reason(source: DataFrame) -> str:
         if visited > _MAX_PLAN_NODES * 4:
             return NON_DELTA
         kind = msg.DESCRIPTOR.name
-        if kind in ("CommonInlineUserDefinedFunction", "CommonInlineUserDefinedTableFunction", "PythonUDF", "ScalarScalaUDF", "JavaUDF"):
+        if kind in (
+            "CommonInlineUserDefinedFunction",
+            "CommonInlineUserDefinedTableFunction",
+            "PythonUDF",
+            "ScalarScalaUDF",
+            "JavaUDF",
+        ):
             has_udf = True
         elif kind == "UnresolvedFunction" and msg.function_name.lower() in _NONDETERMINISTIC_FUNCTIONS:  # type: ignore[attr-defined]
             nondeterministic = True
@@ -191,16 +210,23 @@ def _connect_source_reason(source: DataFrame) -> str:
             if which == "data_source":
                 ds = msg.data_source  # type: ignore[attr-defined]
                 fmt = (ds.format or "").lower()
-                if fmt != "parquet" or not ds.paths or ds.predicates:
-                    non_delta = True
-                elif not all(_delta_table_root(p, delta_dirs) for p in ds.paths):
+                pinned = fmt == "parquet" and bool(ds.paths) and not ds.predicates
+                if not pinned or not all(_delta_table_root(p, delta_dirs) for p in ds.paths):
                     non_delta = True
             else:
                 non_delta = True
         elif kind == "LocalRelation":
             if _INTERNAL_PREFIX + "file" not in (msg.schema or ""):  # type: ignore[attr-defined]
                 non_delta = True
-        elif kind in ("SQL", "Range", "CachedRemoteRelation", "CachedLocalRelation", "ChunkedCachedLocalRelation", "CatalogRelation", "MlRelation"):
+        elif kind in (
+            "SQL",
+            "Range",
+            "CachedRemoteRelation",
+            "CachedLocalRelation",
+            "ChunkedCachedLocalRelation",
+            "CatalogRelation",
+            "MlRelation",
+        ):
             non_delta = True
         for _fd, value in msg.ListFields():
             if isinstance(value, Message):
@@ -238,7 +264,9 @@ def source_materialization_reason(spark: SparkSession, source: DataFrame) -> str
         return NON_DELTA
 
 
-def _materialization(spark: SparkSession, insert_only_path: bool, source: DataFrame | None = None) -> tuple[bool, str]:
+def _materialization(
+    spark: SparkSession, insert_only_path: bool, source: DataFrame | None = None
+) -> tuple[bool, str]:
     mode = str(setting(spark, SessionConf.MATERIALIZE_SOURCE)).lower()
     if mode == "none":
         return False, "notMaterializedNone"
@@ -293,7 +321,11 @@ def plan_merge(spark: SparkSession, rm: ResolvedMerge, snapshot, dv_enabled: boo
         else:
             job2 = "fullOuter"
     else:
-        job2 = "rightOuter" if rm.is_matched_only and setting(spark, SessionConf.OPTIMIZE_MATCHED_ONLY) else "fullOuter"
+        job2 = (
+            "rightOuter"
+            if rm.is_matched_only and setting(spark, SessionConf.OPTIMIZE_MATCHED_ONLY)
+            else "fullOuter"
+        )
     materialize, reason = _materialization(spark, insert_only, rm.spec.source)
     return MergePlan(
         executor="insertOnly" if insert_only else "classic",

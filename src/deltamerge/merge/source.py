@@ -13,7 +13,11 @@ from pyspark.sql import DataFrame
 
 def materialize(source: DataFrame, attempt: int = 1) -> DataFrame:
     """Pin ``source`` on executor disks (DISK_ONLY, more replicas on retries, as Delta does)."""
-    level = StorageLevel.DISK_ONLY if attempt <= 1 else (StorageLevel.DISK_ONLY_2 if attempt == 2 else StorageLevel.DISK_ONLY_3)
+    level = (
+        StorageLevel.DISK_ONLY
+        if attempt <= 1
+        else (StorageLevel.DISK_ONLY_2 if attempt == 2 else StorageLevel.DISK_ONLY_3)
+    )
     try:
         return source.localCheckpoint(eager=True, storageLevel=level)
     except TypeError:  # older signature without storageLevel

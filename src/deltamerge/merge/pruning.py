@@ -1,0 +1,264 @@
+"""Dynamic file pruning: drop candidate files that no source key can match (beyond Delta OSS).
+
+Static data skipping (``skipping.py``) only sees the ON condition's target-only conjuncts, so an
+upsert on ``t.id = s.id`` reads every file even when the source touches one of them. When the ON
+condition equates a target column that has min/max statistics with a source column of the same
+type, a file can hold a matching row only if some source key lies within the file's ``[min, max]``.
+
+One small aggregation over the source's key column (no target scan) summarises the keys inside
+the candidates' overall key range as at most ``_BUCKETS`` sorted ``[min, max]`` ranges; the driver
+keeps the files whose range meets one of them (a binary search per file). Source keys outside
+every file's range are dropped by the aggregation itself, so a source of mostly new rows stays
+cheap. The setting ``spark.databricks.optimizer.dynamicFilePruning`` (default true) turns it off.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    ByteType,
+    DataType,
+    DateType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StructType,
+)
+from sqlglot import exp
+
+from deltamerge.log.actions import AddFile
+from deltamerge.merge.analysis import ResolvedMerge, scol
+from deltamerge.predicates import split_conjuncts
+from deltamerge.stats import parse_stats
+
+_BUCKETS = 1024
+#: Below this many candidate files the extra job costs more than it can save.
+MIN_FILES = 2
+_EPOCH = dt.date(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class EquiKey:
+    """An ON conjunct ``target column = source column`` (``<=>`` when ``null_safe``)."""
+
+    target_index: int
+    source_index: int
+    null_safe: bool
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _internal_index(node: exp.Expression, prefix: str) -> int | None:
+    if not isinstance(node, exp.Column) or node.table:
+        return None
+    name = node.name
+    if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+        return None
+    return int(name[len(prefix) :])
+
+
+def _bounded(t: DataType) -> bool:
+    # Exact bounds in Delta stats: integers and dates (strings may be truncated, timestamps are
+    # rounded to milliseconds, floats have NaN).
+    return isinstance(t, (ByteType, ShortType, IntegerType, LongType, DateType))
+
+
+def _atomic(t: DataType) -> bool:
+    return not isinstance(t, (ArrayType, MapType, StructType))
+
+
+def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
+    """ON conjuncts that equate a top-level target column with a source column of the same type
+    (of a type with exact min/max statistics when ``bounded_only``, else any atomic type)."""
+    accept = _bounded if bounded_only else _atomic
+    out = []
+    n_target, n_source = len(rm.target_schema.fields), len(rm.source_schema.fields)
+    for conj in split_conjuncts(rm.condition):
+        node = _unparen(conj)
+        if not isinstance(node, (exp.EQ, exp.NullSafeEQ)):
+            continue
+        a, b = _unparen(node.this), _unparen(node.expression)
+        for t_side, s_side in ((a, b), (b, a)):
+            ti, si = _internal_index(t_side, "__t"), _internal_index(s_side, "__s")
+            if ti is None or si is None or ti >= n_target or si >= n_source:
+                continue
+            t_type = rm.target_schema.fields[ti].dataType
+            if accept(t_type) and rm.source_schema.fields[si].dataType == t_type:
+                out.append(EquiKey(ti, si, isinstance(node, exp.NullSafeEQ)))
+                break
+    return out
+
+
+def _as_number(raw: object, t: DataType) -> int | None:
+    if raw is None or isinstance(raw, bool):
+        return None
+    if isinstance(t, DateType):
+        if not isinstance(raw, str):
+            return None
+        try:
+            return (dt.date.fromisoformat(raw[:10]) - _EPOCH).days
+        except ValueError:
+            return None
+    try:
+        return int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class _FileRange:
+    file: AddFile
+    lo: int | None  # None: unknown bounds (the file is always kept)
+    hi: int | None
+    may_null: bool
+
+
+def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_FileRange]:
+    out = []
+    for f in files:
+        st = parse_stats(f.stats)
+        if st is None:
+            out.append(_FileRange(f, None, None, True))
+            continue
+        lo = _as_number(st.lookup("min", (name,)), t)
+        hi = _as_number(st.lookup("max", (name,)), t)
+        nulls = st.lookup("null", (name,))
+        may_null = not isinstance(nulls, int) or isinstance(nulls, bool) or nulls > 0
+        if lo is None or hi is None:
+            n = st.num_records
+            if isinstance(nulls, int) and not isinstance(nulls, bool) and n is not None and nulls >= n:
+                out.append(_FileRange(f, 0, -1, True))  # only nulls: no value can match
+            else:
+                out.append(_FileRange(f, None, None, True))
+            continue
+        out.append(_FileRange(f, lo, hi, may_null))
+    return out
+
+
+def _key_number(col: Column, t: DataType) -> Column:
+    return F.unix_date(col) if isinstance(t, DateType) else col.cast("long")
+
+
+@dataclass(frozen=True)
+class SourceKeySummary:
+    """What one aggregation of the source's join keys tells before the target is read."""
+
+    files: tuple[AddFile, ...]  # the candidates some source key may match
+    unique: bool  # no two source rows can match the same target row
+    note: str | None = None  # how the candidates were pruned (None: not pruned)
+
+
+def summarize_source_keys(
+    rm: ResolvedMerge,
+    source: DataFrame,
+    candidates: Sequence[AddFile],
+    *,
+    prune: bool,
+    check_unique: bool,
+) -> SourceKeySummary:
+    """Prune ``candidates`` by the source's keys and/or check that the source is unique on them.
+
+    Uniqueness: every source row matching a target row equals it on each equi-join column of the
+    ON condition, so when no two source rows share that tuple (rows with a NULL in a ``=`` key
+    match nothing and are ignored), no target row can match twice. Both answers come from one
+    Spark job: count per key tuple, then min/max/max-count per bucket of the pruning key.
+    """
+    all_keys = equi_keys(rm, bounded_only=False)
+    if not check_unique or not all_keys:
+        all_keys = []
+    ranges: list[_FileRange] = []
+    prune_key: EquiKey | None = None
+    if prune and len(candidates) >= MIN_FILES:
+        bounded = equi_keys(rm)
+        if bounded:
+            prune_key = bounded[0]
+            field = rm.target_schema.fields[prune_key.target_index]
+            ranges = _file_ranges(candidates, field.name, field.dataType)
+            if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
+                prune_key = None
+    if prune_key is None and not all_keys:
+        return SourceKeySummary(tuple(candidates), False)
+
+    keys = all_keys or ([prune_key] if prune_key is not None else [])
+    if prune_key is not None and prune_key not in keys:
+        keys = [*keys, prune_key]
+    cols = [F.col(scol(k.source_index)) for k in keys]
+    keyed = source.select(*dict.fromkeys(scol(k.source_index) for k in keys))
+    for k, c in zip(keys, cols, strict=True):
+        if not k.null_safe:
+            keyed = keyed.where(c.isNotNull())
+    counted = (
+        keyed.groupBy(*dict.fromkeys(scol(k.source_index) for k in keys)).count()
+        if all_keys
+        else keyed.withColumn("count", F.lit(1))
+    )
+    if prune_key is None:
+        dup = counted.where(F.col("count") > 1).limit(1).collect()
+        return SourceKeySummary(tuple(candidates), not dup)
+
+    field = rm.target_schema.fields[prune_key.target_index]
+    known = [r for r in ranges if r.lo is not None and r.hi is not None and r.lo <= r.hi]
+    t_lo = min(r.lo for r in known if r.lo is not None)
+    t_hi = max(r.hi for r in known if r.hi is not None)
+    width = max(1.0, (t_hi - t_lo + 1) / _BUCKETS)
+    num = _key_number(F.col(scol(prune_key.source_index)), field.dataType)
+    bucket = (
+        F.when(num.isNull(), F.lit(-1))
+        .when(~num.between(F.lit(t_lo), F.lit(t_hi)), F.lit(-2))  # matches no candidate file
+        .otherwise(F.floor((num - F.lit(t_lo)) / F.lit(width)).cast("int"))
+    )
+    summary = (
+        counted.select(num.alias("k"), bucket.alias("b"), F.col("count"))
+        .groupBy("b")
+        .agg(F.min("k").alias("lo"), F.max("k").alias("hi"), F.max("count").alias("n"))
+    )
+    rows = summary.collect()  # at most _BUCKETS + 2 aggregate rows: a summary, not table data
+    unique = bool(all_keys) and all(int(r["n"] or 0) <= 1 for r in rows)
+    has_null = any(r["b"] == -1 for r in rows)
+    spans = sorted((int(r["lo"]), int(r["hi"])) for r in rows if r["b"] >= 0 and r["lo"] is not None)
+    starts = [lo for lo, _ in spans]
+    ends: list[int] = []  # running maximum of span ends (spans do not overlap, but stay safe)
+    for _, e in spans:
+        ends.append(max(e, ends[-1]) if ends else e)
+    null_safe = prune_key.null_safe
+
+    def may_match(r: _FileRange) -> bool:
+        if r.lo is None or r.hi is None:
+            return True
+        if null_safe and has_null and r.may_null:
+            return True
+        if r.lo > r.hi:
+            return False
+        # The spans starting at or before the file's max: one must end at or after its min.
+        i = bisect.bisect_right(starts, r.hi) - 1
+        return i >= 0 and ends[i] >= r.lo
+
+    kept = tuple(r.file for r in ranges if may_match(r))
+    note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
+    return SourceKeySummary(kept, unique, note)
+
+
+def prune_by_source_keys(
+    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile]
+) -> tuple[list[AddFile], str | None]:
+    """The candidate files some source key may match, and a description of the pruning (or None
+    when nothing applied). Files without usable statistics are always kept."""
+    s = summarize_source_keys(rm, source, candidates, prune=True, check_unique=False)
+    return list(s.files), s.note
+
+
+def source_keys_unique(rm: ResolvedMerge, source: DataFrame) -> bool:
+    """True when no two source rows can match the same target row, shown by the source alone."""
+    return summarize_source_keys(rm, source, (), prune=False, check_unique=True).unique
