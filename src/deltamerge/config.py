@@ -128,6 +128,11 @@ class SessionConf:
     DROP_NULL_COLUMNS = _session("createDataFrame.dropNullColumns", False, parse_bool)
     # Databricks' key for dynamic file pruning; deltamerge prunes MERGE candidates by source keys.
     DYNAMIC_FILE_PRUNING = Setting("spark.databricks.optimizer.dynamicFilePruning", True, parse_bool)
+    # deltamerge's own: largest estimated source (rows x Spark's default row size) that a MERGE
+    # broadcasts to avoid shuffling the target (merge/broadcast.py); 0 turns the variant off.
+    BROADCAST_SOURCE_MAX_BYTES = Setting(
+        "spark.deltamerge.merge.broadcastSourceMaxBytes", 64 * 1024 * 1024, int
+    )
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
     SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)

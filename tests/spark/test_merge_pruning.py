@@ -234,3 +234,51 @@ def test_duplicate_source_keys_that_match_nothing_are_fine(spark, tmp_path):
     _table(spark, path)
     src = spark.createDataFrame([(5, 1, None), (9000, 2, None), (9000, 3, None)], "id long, v int, d date")
     assert _run(spark, path, src, "t.id = s.id", UPSERT) == (3, 1, 0, 2)
+
+
+BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
+
+CLAUSE_SETS = {
+    "upsert": UPSERT,
+    "partial_update_insert_cond": [
+        ("whenMatchedUpdate", "t.v < 3", {"v": "s.v + 100"}),
+        ("whenMatchedDelete", "t.v >= 5"),
+        ("whenNotMatchedInsert", "s.id % 2 = 0", {"id": "s.id", "v": "s.v", "d": "s.d"}),
+    ],
+    "matched_only_cond": [("whenMatchedUpdate", "s.v = 1", {"v": "t.v * 10"})],
+    "delete_only": [("whenMatchedDelete",)],
+}
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+@pytest.mark.parametrize("clauses", sorted(CLAUSE_SETS))
+def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses):
+    """The broadcast variant (merge/broadcast.py) against the Delta-shaped path, incl. a table whose
+    files already carry deletion vectors."""
+    from deltamerge.merge import broadcast
+
+    calls = []
+    real = broadcast.find_matches
+    monkeypatch.setattr(broadcast, "find_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def source():
+        return spark.range(0, 60).select(
+            (F.col("id") * 37 % 1400).alias("id"),
+            (F.col("id") % 3).cast("int").alias("v"),
+            F.lit(None).cast("date").alias("d"),
+        )
+
+    results = []
+    for limit in ("67108864", "0"):
+        path = str(tmp_path / f"t{limit}")
+        _table(spark, path, dv=dv)
+        if dv:  # existing deletion vectors on some files
+            DeltaTable.forPath(spark, path).delete("id % 50 = 7")
+        spark.conf.set(BROADCAST, limit)
+        try:
+            res = _run(spark, path, source(), "t.id = s.id", CLAUSE_SETS[clauses])
+        finally:
+            spark.conf.unset(BROADCAST)
+        results.append((res, _rows(spark, path)))
+    assert results[0] == results[1]
+    assert calls == [1]

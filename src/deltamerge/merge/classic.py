@@ -248,10 +248,20 @@ def copy_on_write_join(ctx: MergeContext) -> str:
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
     m = ctx.metrics
-    touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
-    if not touched.files:
-        return list(inserts_without_matches(ctx, bool(candidates)))
-    adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
+    from deltamerge.merge import broadcast
+
+    if candidates and broadcast.usable(ctx):
+        files, _, matched = broadcast.find_matches(ctx, candidates, deletion_vectors=False)
+        if not files:
+            matched.unpersist()
+            return list(inserts_without_matches(ctx, True))
+        adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
+        touched = TouchedFiles(files, 0)
+    else:
+        touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
+        if not touched.files:
+            return list(inserts_without_matches(ctx, bool(candidates)))
+        adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
     m.numTargetFilesRemoved = len(touched.files)
     m.numTargetBytesRemoved = sum(f.size for f in touched.files)
     if ctx.partition_columns:

@@ -259,6 +259,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
             ctx.rm, ctx.source, candidates, prune=prune, check_unique=check_unique
         )
     ctx.source_unique = summary.unique
+    ctx.source_rows = summary.rows
     return summary.files
 
 

@@ -38,6 +38,7 @@ class MergeContext:
     cdf_enabled: bool = False
     tight_bounds: bool | None = None  # stats carry tightBounds on tables that support DVs
     source_unique: bool = False  # no two source rows can match one target row (merge/pruning.py)
+    source_rows: int | None = None  # counted by the source-key summary, when it ran
     written_paths: list[str] = field(default_factory=list)
 
     @property

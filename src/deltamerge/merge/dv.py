@@ -88,6 +88,17 @@ def deletion_vector_actions(
 
 def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """DV-mode MERGE: returns the commit's file actions."""
+    from deltamerge.merge import broadcast
+
+    if candidates and broadcast.usable(ctx):
+        files, modified, matched = broadcast.find_matches(ctx, candidates, deletion_vectors=True)
+        if not files:
+            matched.unpersist()
+            return list(inserts_without_matches(ctx, True))
+        adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=True)
+        assert modified is not None
+        dv_actions = deletion_vector_actions(ctx, files, modified)
+        return [*dv_actions, *adds, *cdc]
     touched = find_touched_files(ctx, candidates, collect_modified_rows=True) if candidates else None
     if touched is None or not touched.files:
         return list(inserts_without_matches(ctx, bool(candidates)))

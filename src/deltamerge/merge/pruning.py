@@ -158,6 +158,7 @@ class SourceKeySummary:
     files: tuple[AddFile, ...]  # the candidates some source key may match
     unique: bool  # no two source rows can match the same target row
     note: str | None = None  # how the candidates were pruned (None: not pruned)
+    rows: int | None = None  # source rows, when the aggregation ran
 
 
 def summarize_source_keys(
@@ -194,19 +195,19 @@ def summarize_source_keys(
     keys = all_keys or ([prune_key] if prune_key is not None else [])
     if prune_key is not None and prune_key not in keys:
         keys = [*keys, prune_key]
-    cols = [F.col(scol(k.source_index)) for k in keys]
-    keyed = source.select(*dict.fromkeys(scol(k.source_index) for k in keys))
-    for k, c in zip(keys, cols, strict=True):
+    names = list(dict.fromkeys(scol(k.source_index) for k in keys))
+    # Rows with a NULL in a ``=`` key match nothing: they never make the source non-unique.
+    valid = F.lit(True)
+    for k in keys:
         if not k.null_safe:
-            keyed = keyed.where(c.isNotNull())
+            valid = valid & F.col(scol(k.source_index)).isNotNull()
     counted = (
-        keyed.groupBy(*dict.fromkeys(scol(k.source_index) for k in keys)).count()
-        if all_keys
-        else keyed.withColumn("count", F.lit(1))
+        source.groupBy(*names).count() if all_keys else source.select(*names).withColumn("count", F.lit(1))
     )
+    counted = counted.withColumn("valid_count", F.when(valid, F.col("count")))
     if prune_key is None:
-        dup = counted.where(F.col("count") > 1).limit(1).collect()
-        return SourceKeySummary(tuple(candidates), not dup)
+        row = counted.agg(F.max("valid_count").alias("n"), F.sum("count").alias("rows")).collect()[0]
+        return SourceKeySummary(tuple(candidates), int(row["n"] or 0) <= 1, rows=int(row["rows"] or 0))
 
     field = rm.target_schema.fields[prune_key.target_index]
     known = [r for r in ranges if r.lo is not None and r.hi is not None and r.lo <= r.hi]
@@ -220,12 +221,18 @@ def summarize_source_keys(
         .otherwise(F.floor((num - F.lit(t_lo)) / F.lit(width)).cast("int"))
     )
     summary = (
-        counted.select(num.alias("k"), bucket.alias("b"), F.col("count"))
+        counted.select(num.alias("k"), bucket.alias("b"), F.col("valid_count"), F.col("count"))
         .groupBy("b")
-        .agg(F.min("k").alias("lo"), F.max("k").alias("hi"), F.max("count").alias("n"))
+        .agg(
+            F.min("k").alias("lo"),
+            F.max("k").alias("hi"),
+            F.max("valid_count").alias("n"),
+            F.sum("count").alias("rows"),
+        )
     )
     rows = summary.collect()  # at most _BUCKETS + 2 aggregate rows: a summary, not table data
     unique = bool(all_keys) and all(int(r["n"] or 0) <= 1 for r in rows)
+    total = sum(int(r["rows"] or 0) for r in rows)
     has_null = any(r["b"] == -1 for r in rows)
     spans = sorted((int(r["lo"]), int(r["hi"])) for r in rows if r["b"] >= 0 and r["lo"] is not None)
     starts = [lo for lo, _ in spans]
@@ -247,7 +254,7 @@ def summarize_source_keys(
 
     kept = tuple(r.file for r in ranges if may_match(r))
     note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
-    return SourceKeySummary(kept, unique, note)
+    return SourceKeySummary(kept, unique, note, rows=total)
 
 
 def prune_by_source_keys(

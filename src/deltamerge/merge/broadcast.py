@@ -1,0 +1,234 @@
+"""The classic executor's broadcast variant: no shuffle of the target (beyond Delta OSS).
+
+Delta's job 2 is a full outer join of the source with the touched files, which shuffles every
+target row with all its columns. When the source is unique on the ON condition's equi-join
+columns (``merge/pruning.py``: no target row can match twice) and small enough to broadcast, the
+same rows come from two joins that stream the target instead:
+
+- job 1 joins the broadcast source with the candidate files (inner) and keeps the matched rows'
+  join keys, file, row position and action code (in DV mode also the new values of updated rows)
+  in a persisted DataFrame; one aggregation of it gives the touched files and the new deletion
+  vectors;
+- job 2 writes ``touched files LEFT JOIN broadcast(source)`` (copy-on-write: matched and copied
+  rows; in DV mode the matched rows come from the persisted DataFrame and the target is not read
+  again) plus ``source LEFT ANTI JOIN matched keys`` (the NOT MATCHED rows), one projection.
+
+Not used with NOT MATCHED BY SOURCE clauses, the change data feed, or duplicate-tolerant merges;
+those take the Delta-shaped path in ``classic.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from deltamerge.config import SessionConf
+from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.merge.analysis import scol
+from deltamerge.merge.clauses import ActionType, ClauseKind
+from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
+from deltamerge.merge.output import (
+    ACTION,
+    COPY,
+    SOURCE_PRESENT,
+    TARGET_PRESENT,
+    action_column,
+    counter_columns,
+    output_columns,
+    sql_col,
+    written_rows,
+)
+from deltamerge.merge.pruning import equi_keys
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
+from deltamerge.spark.session import conf_getter, job_phase, setting
+
+_KEY = "__dm_k"
+_TOUCH = "__dm_touch"
+_VALUE = "__dm_v"
+
+
+def _width(t: DataType) -> int:
+    """Spark's default size of a value of ``t`` (its size estimate for a row)."""
+    fixed: dict[type, int] = {
+        BooleanType: 1, ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8, FloatType: 4,
+        DoubleType: 8, DateType: 4, TimestampType: 8, TimestampNTZType: 8, StringType: 20,
+        BinaryType: 100,
+    }  # fmt: skip
+    if isinstance(t, DecimalType):
+        return 8 if t.precision <= 18 else 16
+    if isinstance(t, StructType):
+        return sum(_width(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return 100 * _width(t.elementType) // 10
+    if isinstance(t, MapType):
+        return 100 * (_width(t.keyType) + _width(t.valueType)) // 10
+    return fixed.get(type(t), 64)
+
+
+def usable(ctx: MergeContext) -> bool:
+    """Whether the broadcast variant applies to this merge."""
+    rm = ctx.rm
+    if not ctx.source_unique or ctx.source_rows is None or ctx.cdf_enabled:
+        return False
+    if rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE) or not equi_keys(rm, bounded_only=False):
+        return False
+    limit = int(setting(ctx.spark, SessionConf.BROADCAST_SOURCE_MAX_BYTES))
+    auto = conf_getter(ctx.spark)("spark.sql.autoBroadcastJoinThreshold")
+    if limit <= 0 or (auto is not None and auto.strip().startswith("-")):
+        return False  # broadcasting turned off by the user
+    row_bytes = 8 + sum(_width(f.dataType) for f in rm.source_schema.fields)
+    return ctx.source_rows * row_bytes <= limit
+
+
+def _touch_column(ctx: MergeContext) -> Column:
+    rm = ctx.rm
+    if not rm.is_matched_only:
+        return F.lit(True)
+    preds = [
+        F.lit(True) if c.condition is None else sql_col(c.condition) for c in rm.of_kind(ClauseKind.MATCHED)
+    ]
+    touch = preds[0]
+    for p in preds[1:]:
+        touch = touch | p
+    return F.coalesce(touch, F.lit(False))
+
+
+def find_matches(
+    ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
+) -> tuple[list[AddFile], dict[str, list[int]] | None, DataFrame]:
+    """Job 1: touched files (and DV row positions), plus the persisted matched rows."""
+    rm = ctx.rm
+    start = time.monotonic()
+    keys = equi_keys(rm, bounded_only=False)
+    source, source_rows = observed_count(ctx.source, "numSourceRows")
+    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
+    target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).withColumn(
+        TARGET_PRESENT, F.lit(True)
+    )
+    joined = F.broadcast(source).join(target, on=ctx.condition(), how="inner")
+    joined = joined.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+    keep = [
+        *[F.col(scol(k.source_index)).alias(f"{_KEY}{i}") for i, k in enumerate(keys)],
+        F.col(FILE_COL),
+        _touch_column(ctx).cast("int").alias(_TOUCH),
+        F.col(ACTION),
+    ]
+    if deletion_vectors:
+        keep.append(F.col(ROW_INDEX_COL))
+        outs = output_columns(rm, has_target=True, copies=False)
+        keep += [c.alias(f"{_VALUE}{j}") for j, c in enumerate(outs)]
+    matched = joined.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
+    aggs = [F.max(_TOUCH).alias("touched")]
+    if deletion_vectors:
+        changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
+        modified = F.col(ACTION).isin(changing) if changing else F.lit(False)
+        aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
+    with job_phase(ctx.spark, "MERGE operation - scanning files for matches"):
+        rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
+    ctx.metrics.numSourceRows = source_rows()
+    index = file_index(ctx.table_root, candidates)
+    touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]
+    modified_rows = None
+    if deletion_vectors:
+        modified_rows = {
+            index.lookup(r[FILE_COL]).path: list(r["rows"])
+            for r in rows
+            if int(r["touched"] or 0) > 0 and r["rows"]
+        }
+    ctx.metrics.scanTimeMs += timed_ms(start)
+    return touched, modified_rows, matched
+
+
+def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
+    """Source rows no target row matched (the NOT MATCHED candidates), with their action code."""
+    rm = ctx.rm
+    keys = equi_keys(rm, bounded_only=False)
+    matched_keys = matched.select(*[f"{_KEY}{i}" for i in range(len(keys))])
+    cond: Column | None = None
+    for i, k in enumerate(keys):
+        s, m = F.col(scol(k.source_index)), F.col(f"{_KEY}{i}")
+        eq = s.eqNullSafe(m) if k.null_safe else s == m
+        cond = eq if cond is None else cond & eq
+    assert cond is not None
+    unmatched = ctx.source.join(matched_keys, on=cond, how="left_anti")
+    return unmatched.withColumn(ACTION, action_column(rm, has_source=True, has_target=False))
+
+
+def write_changes(
+    ctx: MergeContext, touched: list[AddFile], matched: DataFrame, *, deletion_vectors: bool
+) -> tuple[list[AddFile], list[AddCDCFile]]:
+    """Job 2 (see the module docstring); fills the row counters."""
+    rm = ctx.rm
+    m = ctx.metrics
+    start = time.monotonic()
+    final_names = [f.name for f in rm.final_schema.fields]
+    inserting = bool(rm.of_kind(ClauseKind.NOT_MATCHED))
+    parts: list[DataFrame] = []
+    if deletion_vectors:
+        # Updated and deleted rows, values already computed in job 1; the target is not read.
+        changed = matched.where(F.col(ACTION) != F.lit(COPY))
+        parts.append(
+            changed.select(
+                *[F.col(f"{_VALUE}{j}").alias(n) for j, n in enumerate(final_names)], F.col(ACTION)
+            )
+        )
+    else:
+        source = ctx.source.withColumn(SOURCE_PRESENT, F.lit(True))
+        target = ctx.target(touched).withColumn(TARGET_PRESENT, F.lit(True))
+        rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
+        rewritten = rewritten.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+        parts.append(rewritten.select(*output_columns(rm, has_target=True), F.col(ACTION)))
+    if inserting:
+        unmatched = _unmatched_source(ctx, matched)
+        parts.append(unmatched.select(*output_columns(rm, has_target=False), F.col(ACTION)))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
+    phase = (
+        "MERGE operation - writing modified rows"
+        if deletion_vectors
+        else f"MERGE operation - Rewriting {len(touched)} files"
+    )
+    try:
+        with job_phase(ctx.spark, phase):
+            adds = ctx.write(written_rows(out, rm))
+
+        def fallback() -> dict[str, int]:
+            by = {int(r[ACTION]): int(r["count"]) for r in out.groupBy(ACTION).count().collect()}
+            result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
+            result["copied"] = by.get(COPY, 0)
+            return result
+
+        m.add_clause_counts(rm, get_counts(fallback))
+    finally:
+        matched.unpersist()
+    # Delta's second scan reads the source rows job 1 counted (the source is deterministic here:
+    # materialized, or a scan of immutable files).
+    m.numSourceRowsInSecondScan = m.numSourceRows
+    m.use_second_scan_source_rows = False
+    m.rewriteTimeMs += timed_ms(start)
+    return adds, []
