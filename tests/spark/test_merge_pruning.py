@@ -282,3 +282,18 @@ def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses
         results.append((res, _rows(spark, path)))
     assert results[0] == results[1]
     assert calls == [1]
+
+
+def test_small_result_query_restores_settings(spark):
+    from deltamerge.spark.session import small_result_query
+
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    before_aqe = spark.conf.get("spark.sql.adaptive.enabled")
+    try:
+        with small_result_query(spark):
+            assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+            assert 1 <= int(spark.conf.get("spark.sql.shuffle.partitions")) <= 7
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+        assert spark.conf.get("spark.sql.adaptive.enabled") == before_aqe
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")

@@ -63,7 +63,7 @@ from deltamerge.merge.output import (
 )
 from deltamerge.merge.pruning import equi_keys
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
-from deltamerge.spark.session import conf_getter, job_phase, setting
+from deltamerge.spark.session import conf_getter, job_phase, setting, small_result_query
 
 _KEY = "__dm_k"
 _TOUCH = "__dm_touch"
@@ -146,8 +146,12 @@ def find_matches(
         changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
         modified = F.col(ACTION).isin(changing) if changing else F.lit(False)
         aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
-    with job_phase(ctx.spark, "MERGE operation - scanning files for matches"):
-        rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
+    try:
+        with job_phase(ctx.spark, "MERGE operation - scanning files for matches"), small_result_query(ctx.spark):
+            rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
+    except BaseException:
+        matched.unpersist()
+        raise
     ctx.metrics.numSourceRows = source_rows()
     index = file_index(ctx.table_root, candidates)
     touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]

@@ -37,6 +37,7 @@ from sqlglot import exp
 from deltamerge.log.actions import AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol
 from deltamerge.predicates import split_conjuncts
+from deltamerge.spark.session import small_result_query
 from deltamerge.stats import parse_stats
 
 _BUCKETS = 1024
@@ -206,7 +207,8 @@ def summarize_source_keys(
     )
     counted = counted.withColumn("valid_count", F.when(valid, F.col("count")))
     if prune_key is None:
-        row = counted.agg(F.max("valid_count").alias("n"), F.sum("count").alias("rows")).collect()[0]
+        with small_result_query(source.sparkSession):
+            row = counted.agg(F.max("valid_count").alias("n"), F.sum("count").alias("rows")).collect()[0]
         return SourceKeySummary(tuple(candidates), int(row["n"] or 0) <= 1, rows=int(row["rows"] or 0))
 
     field = rm.target_schema.fields[prune_key.target_index]
@@ -230,7 +232,8 @@ def summarize_source_keys(
             F.sum("count").alias("rows"),
         )
     )
-    rows = summary.collect()  # at most _BUCKETS + 2 aggregate rows: a summary, not table data
+    with small_result_query(source.sparkSession):
+        rows = summary.collect()  # at most _BUCKETS + 2 aggregate rows: a summary, not table data
     unique = bool(all_keys) and all(int(r["n"] or 0) <= 1 for r in rows)
     total = sum(int(r["rows"] or 0) for r in rows)
     has_null = any(r["b"] == -1 for r in rows)

@@ -110,3 +110,34 @@ def _describe_jobs(spark: SparkSession, description: str) -> Iterator[None]:
         yield
     finally:
         sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def small_result_query(spark: SparkSession) -> Iterator[None]:
+    """Run an aggregation whose result is a handful of rows (per-file or per-bucket summaries)
+    without adaptive execution: AQE submits every shuffle stage as a job of its own and plans
+    again between them, which costs more than these stages take. Without AQE's coalescing, the
+    shuffle uses one partition per core (at least 4, at most the session's setting). Classic
+    sessions only (there a setting is a local call; on Connect each costs a round trip).
+    """
+    if is_connect(spark):
+        yield
+        return
+    conf = spark.conf
+    keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
+    previous = {k: conf.get(k, None) for k in keys}
+    try:
+        configured = int(previous["spark.sql.shuffle.partitions"] or 200)
+    except ValueError:
+        configured = 200
+    partitions = max(1, min(configured, max(4, spark.sparkContext.defaultParallelism)))
+    conf.set("spark.sql.adaptive.enabled", "false")
+    conf.set("spark.sql.shuffle.partitions", str(partitions))
+    try:
+        yield
+    finally:
+        for k, v in previous.items():
+            if v is None:
+                conf.unset(k)
+            else:
+                conf.set(k, v)
