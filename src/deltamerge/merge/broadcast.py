@@ -147,7 +147,10 @@ def find_matches(
         modified = F.col(ACTION).isin(changing) if changing else F.lit(False)
         aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
     try:
-        with job_phase(ctx.spark, "MERGE operation - scanning files for matches"), small_result_query(ctx.spark):
+        with (
+            job_phase(ctx.spark, "MERGE operation - scanning files for matches"),
+            small_result_query(ctx.spark),
+        ):
             rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
     except BaseException:
         matched.unpersist()
