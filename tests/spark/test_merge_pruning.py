@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 DFP = "spark.databricks.optimizer.dynamicFilePruning"
 
 
-def _table(spark, path, n=1000, files=10, dv=False, with_nulls=False):
+def _table(spark, path, n=1000, files=10, dv=False, with_nulls=False, partition_by=None):
     df = spark.range(0, n, numPartitions=files).select(
         F.col("id"),
         (F.col("id") % 7).cast("int").alias("v"),
@@ -30,7 +30,7 @@ def _table(spark, path, n=1000, files=10, dv=False, with_nulls=False):
     if with_nulls:
         df = df.withColumn("id", F.when(F.col("id") % 97 == 0, F.lit(None)).otherwise(F.col("id")))
     conf = {"delta.enableDeletionVectors": "true"} if dv else None
-    deltamerge.write(df, path, configuration=conf)
+    deltamerge.write(df, path, configuration=conf, partition_by=partition_by)
 
 
 def _rows(spark, path):
@@ -297,3 +297,35 @@ def test_small_result_query_restores_settings(spark):
         assert spark.conf.get("spark.sql.adaptive.enabled") == before_aqe
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
+    """Partitioned target: touched partitions rewritten (or masked), inserts routed by partition."""
+    from deltamerge.merge import broadcast
+
+    calls = []
+    real = broadcast.find_matches
+    monkeypatch.setattr(broadcast, "find_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def source():
+        return spark.range(0, 40).select(
+            (F.col("id") * 53 % 1300).alias("id"),
+            (F.col("id") % 7).cast("int").alias("v"),
+            F.lit(dt.date(2030, 1, 1)).alias("d"),
+        )
+
+    results = []
+    for limit in ("67108864", "0"):
+        path = str(tmp_path / f"t{limit}")
+        _table(spark, path, dv=dv, partition_by=["v"])
+        spark.conf.set(BROADCAST, limit)
+        try:
+            res = _run(spark, path, source(), "t.id = s.id AND t.v = s.v", UPSERT)
+        finally:
+            spark.conf.unset(BROADCAST)
+        results.append((res, _rows(spark, path)))
+        snap = DeltaLog.for_table(path).update()
+        assert all(set(f.partition_values) == {"v"} for f in snap.files)
+    assert results[0] == results[1]
+    assert calls == [1]
