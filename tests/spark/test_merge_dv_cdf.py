@@ -137,3 +137,23 @@ def test_deltars_reads_dv_merge_history(spark, tmp_path):
     history = RsTable(path).history()
     assert history[0]["operation"] == "MERGE"
     assert history[0]["operationMetrics"]["numTargetDeletionVectorsAdded"] in ("1", 1)
+
+
+def test_cdf_preimage_of_evolved_nested_struct_is_cast_by_name(spark, tmp_path):
+    """Schema evolution adds a struct field in the middle: the pre-image keeps each old value under
+    its own field name (a positional cast would shift ``b`` into the new field)."""
+    from deltamerge import DeltaTable
+
+    path = str(tmp_path / "t")
+    first = spark.createDataFrame([(1, (10, "x"))], "id long, s struct<a: long, b: string>")
+    deltamerge.write(first, path, configuration=CDF)
+    version = deltamerge.DeltaTable.forPath(spark, path).history(1).collect()[0]["version"] + 1
+    src = spark.createDataFrame([(1, (11, 5, "y"))], "id long, s struct<a: long, c: int, b: string>")
+    (
+        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+        .withSchemaEvolution().whenMatchedUpdateAll().execute()
+    )
+    changes = deltamerge.read_changes(spark, path, version, version)
+    got = {r["_change_type"]: r["s"].asDict() for r in changes.collect()}
+    assert got["update_preimage"] == {"a": 10, "b": "x", "c": None}
+    assert got["update_postimage"] == {"a": 11, "b": "y", "c": 5}
