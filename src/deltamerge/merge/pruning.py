@@ -1,6 +1,6 @@
 """Dynamic file pruning: drop candidate files that no source key can match (beyond Delta OSS).
 
-Static data skipping (``skipping.py``) only sees the ON condition's target-only conjuncts, so an
+Static data skipping (the ``skipping`` package) only sees the ON condition's target-only conjuncts, so an
 upsert on ``t.id = s.id`` reads every file even when the source touches one of them. When the ON
 condition equates a target column that has min/max statistics with a source column of the same
 type, a file can hold a matching row only if some source key lies within the file's ``[min, max]``.

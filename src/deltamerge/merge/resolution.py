@@ -1,0 +1,184 @@
+"""MERGE name resolution and validation: the two sides, column references and checks on expressions.
+
+``_Resolver`` resolves a (possibly qualified, possibly nested) column reference against the sides a clause
+may see and rewrites expressions to the internal column names of the joined DataFrame; ``_check_condition``
+and ``_check_value`` refuse what Delta refuses in conditions and assigned values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql.types import StructType
+from sqlglot import exp
+
+from deltamerge.errors import AnalysisError
+from deltamerge.merge.alignment import error
+from deltamerge.predicates import (
+    has_aggregate,
+    has_subquery,
+    has_window,
+    is_deterministic,
+    rewrite_columns,
+    to_sql,
+)
+
+__all__ = ["Ref", "Side"]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One input of the merge as seen by name resolution."""
+
+    name: str  # "target" or "source"
+    alias: str | None
+    columns: tuple[str, ...]
+    internal: Callable[[int], str]
+    case_sensitive: bool
+    schema: StructType = field(default_factory=StructType)
+
+    def _eq(self, a: str, b: str) -> bool:
+        return a == b if self.case_sensitive else a.lower() == b.lower()
+
+    def index(self, name: str) -> int | None:
+        """Position of column ``name`` (None when absent)."""
+        for i, c in enumerate(self.columns):
+            if self._eq(c, name):
+                return i
+        return None
+
+    def matches_alias(self, qualifier: str) -> bool:
+        """Whether ``qualifier`` names this side."""
+        return self.alias is not None and self._eq(self.alias, qualifier)
+
+    def qualified(self) -> list[str]:
+        """Columns as ``alias.col`` for error messages."""
+        prefix = f"{self.alias}." if self.alias else ""
+        return [f"{prefix}{c}" for c in self.columns]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A resolved column reference: side, column index and nested field path."""
+
+    side: str
+    index: int
+    fields: tuple[str, ...] = ()
+
+
+def _unresolved(name: str, where: str, cols: Sequence[str]) -> AnalysisError:
+    return error(
+        f"Cannot resolve {name} in {where} given columns {', '.join(cols)}.",
+        "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+        "42601",
+    )
+
+
+# --- resolution -----------------------------------------------------------------------------------
+
+
+class _Resolver:
+    def __init__(self, target: Side, source: Side):
+        self.target = target
+        self.source = source
+
+    def given_columns(self, scope: Sequence[Side]) -> str:
+        cols: list[str] = []
+        for side in sorted(scope, key=lambda s: s.name):  # Delta lists source columns first
+            cols += side.qualified()
+        return ", ".join(cols)
+
+    def resolve(self, parts: list[str], scope: Sequence[Side], where: str) -> Ref:
+        candidates: list[tuple[Side, int, tuple[str, ...]]] = []
+        if len(parts) >= 2:
+            for side in scope:
+                if side.matches_alias(parts[0]):
+                    idx = side.index(parts[1])
+                    if idx is not None:
+                        candidates.append((side, idx, tuple(parts[2:])))
+        if not candidates:
+            for side in scope:
+                idx = side.index(parts[0])
+                if idx is not None:
+                    candidates.append((side, idx, tuple(parts[1:])))
+        if len(candidates) > 1:
+            options = ", ".join(
+                f"`{s.alias}`.`{s.columns[i]}`" if s.alias else f"`{s.columns[i]}`"
+                for s, i, _ in sorted(candidates, key=lambda c: c[0].name)
+            )
+            raise error(
+                f"Reference `{'.'.join(parts)}` is ambiguous, could be: [{options}]. "
+                "Qualify the column with the source or target alias.",
+                "AMBIGUOUS_REFERENCE",
+                "42704",
+            )
+        if not candidates:
+            raise _unresolved(".".join(parts), where, [self.given_columns(scope)])
+        side, idx, fields = candidates[0]
+        return Ref(side.name, idx, fields)
+
+    def rewrite(self, node: exp.Expression, scope: Sequence[Side], where: str) -> exp.Expression:
+        def to_internal(parts: list[str]) -> exp.Expression:
+            ref = self.resolve(parts, scope, where)
+            internal = self.target.internal if ref.side == "target" else self.source.internal
+            out: exp.Expression = exp.column(internal(ref.index))
+            for f in ref.fields:
+                out = exp.Dot(this=out, expression=exp.to_identifier(f, quoted=True))
+            return out
+
+        return rewrite_columns(node, to_internal)
+
+    def refs(self, node: exp.Expression, scope: Sequence[Side], where: str) -> list[Ref]:
+        found: list[Ref] = []
+
+        def collect(parts: list[str]) -> exp.Expression:
+            found.append(self.resolve(parts, scope, where))
+            return exp.column("x")
+
+        rewrite_columns(node, collect)
+        return found
+
+
+# --- checks on expressions ------------------------------------------------------------------------
+
+
+def _check_condition(node: exp.Expression, operation: str) -> None:
+    shown = to_sql(node)
+    if not is_deterministic(node):
+        raise error(
+            f"Non-deterministic functions are not supported in the {operation} (condition = {shown}). "
+            "Move the non-deterministic expression into the source query.",
+            "DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED",
+            "0AKDC",
+        )
+    if has_aggregate(node):
+        raise error(
+            f"Aggregate functions are not supported in the {operation} (condition = {shown}). "
+            "Aggregate the source first and merge the aggregated rows.",
+            "DELTA_AGGREGATION_NOT_SUPPORTED",
+            "42903",
+        )
+    if has_subquery(node):
+        raise error(
+            f"Subqueries are not supported in the {operation} (condition = {shown}). "
+            "Join the subquery into the source instead.",
+            "DELTA_UNSUPPORTED_SUBQUERY",
+            "0AKDC",
+        )
+    if has_window(node):
+        raise error(
+            f"Window functions are not supported in the {operation} (condition = {shown}).",
+            "UNSUPPORTED_EXPR_FOR_OPERATOR",
+            "42K0E",
+        )
+
+
+def _check_value(node: exp.Expression, where: str) -> None:
+    if has_aggregate(node) or has_window(node):
+        raise error(
+            f"Aggregate and window functions are not supported in the {where} of a MERGE "
+            f"(expression = {to_sql(node)}). Compute them in the source query.",
+            "UNSUPPORTED_EXPR_FOR_OPERATOR",
+            "42K0E",
+        )
