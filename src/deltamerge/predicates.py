@@ -160,6 +160,13 @@ def has_subquery(node: exp.Expression) -> bool:
     return node.find(exp.Subquery, exp.Exists, exp.Select) is not None
 
 
+def unparen(node: exp.Expr) -> exp.Expr:
+    """``node`` without the parentheses around it."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
 def split_conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     """``a AND (b AND c)`` -> [a, b, c] (parentheses unwrapped)."""
     if node is None:

@@ -1,7 +1,7 @@
 """Dynamic file pruning by source keys and DV-mode output without a copy branch.
 
 Pruning must never change a MERGE's result: every case runs with the optimisation on and off and
-compares rows and result counters; ``prune_by_source_keys`` is checked directly for which files
+compares rows and result counters; ``summarize_source_keys`` is checked directly for which files
 it keeps.
 """
 
@@ -63,7 +63,17 @@ UPSERT = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
 
 
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_upsert_one_file_same_result(spark, tmp_path, dv):
+def test_upsert_one_file_same_result(spark, tmp_path, monkeypatch, dv):
+    from deltamerge.merge.context import MergeContext
+
+    scanned: list[int] = []
+    real = MergeContext.target
+
+    def spy(self, files, **kw):  # type: ignore[no-untyped-def]
+        scanned.append(len(files))
+        return real(self, files, **kw)
+
+    monkeypatch.setattr(MergeContext, "target", spy)
     def source():
         return (
             spark.range(300, 320)
@@ -78,6 +88,9 @@ def test_upsert_one_file_same_result(spark, tmp_path, dv):
     res, rows = _both_ways(spark, tmp_path, source, "t.id = s.id", UPSERT, dv=dv)
     assert res == (25, 20, 0, 5)
     assert len(rows) == 1005
+    # With pruning every target scan reads the one file holding ids 300-319; without it, all 10.
+    assert scanned and max(scanned) == 10 and scanned.count(10) == len(scanned) - scanned.count(1)
+    assert 1 in scanned
 
 
 def test_null_safe_keys_and_nulls(spark, tmp_path):
@@ -131,7 +144,7 @@ def test_prune_keeps_only_matching_files(spark, tmp_path):
     from deltamerge.merge.analysis import analyze
     from deltamerge.merge.clauses import MergeSpec
     from deltamerge.merge.context import renamed_source
-    from deltamerge.merge.pruning import equi_keys, prune_by_source_keys
+    from deltamerge.merge.pruning import equi_keys, summarize_source_keys
     from deltamerge.spark.types import to_spark_schema
 
     path = str(tmp_path / "t")
@@ -144,13 +157,14 @@ def test_prune_keeps_only_matching_files(spark, tmp_path):
     assert [(k.target_index, k.source_index) for k in equi_keys(rm)] == [(1, 1), (0, 0)]
     # v is an int column of every file's range 0..6: the id key is the selective one, but the first
     # equi key is used; pruning on v keeps every file.
-    kept, _ = prune_by_source_keys(rm, renamed_source(src), snap.files)
+    kept = summarize_source_keys(rm, renamed_source(src), snap.files, prune=True, check_unique=False).files
     assert len(kept) == len(snap.files)
     builder = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
     spec = builder.whenMatchedUpdateAll()._spec()
     rm = analyze(spec, to_spark_schema(snap.metadata.schema_string), case_sensitive=False, evolve=False)
-    kept, note = prune_by_source_keys(rm, renamed_source(src), snap.files)
-    assert len(kept) == 1 and note
+    summary = summarize_source_keys(rm, renamed_source(src), snap.files, prune=True, check_unique=False)
+    kept = summary.files
+    assert len(kept) == 1 and summary.note
     assert {f.path for f in kept} == {
         f.path for f in snap.files if '"id":100,' in (f.stats or "") or '"id":100}' in (f.stats or "")
     }

@@ -48,7 +48,7 @@ from pyspark.sql.types import (
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.merge.analysis import scol
-from deltamerge.merge.clauses import ActionType, ClauseKind
+from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
 from deltamerge.merge.output import (
     ACTION,
@@ -56,9 +56,11 @@ from deltamerge.merge.output import (
     SOURCE_PRESENT,
     TARGET_PRESENT,
     action_column,
+    changes_target_row,
+    count_actions,
     counter_columns,
     output_columns,
-    sql_col,
+    touch_condition,
     written_rows,
 )
 from deltamerge.merge.pruning import equi_keys
@@ -103,19 +105,6 @@ def usable(ctx: MergeContext) -> bool:
     return ctx.source_rows * row_bytes <= limit
 
 
-def _touch_column(ctx: MergeContext) -> Column:
-    rm = ctx.rm
-    if not rm.is_matched_only:
-        return F.lit(True)
-    preds = [
-        F.lit(True) if c.condition is None else sql_col(c.condition) for c in rm.of_kind(ClauseKind.MATCHED)
-    ]
-    touch = preds[0]
-    for p in preds[1:]:
-        touch = touch | p
-    return F.coalesce(touch, F.lit(False))
-
-
 def find_matches(
     ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
 ) -> tuple[list[AddFile], dict[str, list[int]] | None, DataFrame]:
@@ -133,7 +122,7 @@ def find_matches(
     keep = [
         *[F.col(scol(k.source_index)).alias(f"{_KEY}{i}") for i, k in enumerate(keys)],
         F.col(FILE_COL),
-        _touch_column(ctx).cast("int").alias(_TOUCH),
+        touch_condition(rm).cast("int").alias(_TOUCH),
         F.col(ACTION),
     ]
     if deletion_vectors:
@@ -143,8 +132,7 @@ def find_matches(
     matched = joined.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
     aggs = [F.max(_TOUCH).alias("touched")]
     if deletion_vectors:
-        changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
-        modified = F.col(ACTION).isin(changing) if changing else F.lit(False)
+        modified = changes_target_row(rm, F.col(ACTION))
         aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
     try:
         with (
@@ -224,13 +212,7 @@ def write_changes(
         with job_phase(ctx.spark, phase):
             adds = ctx.write(written_rows(out, rm))
 
-        def fallback() -> dict[str, int]:
-            by = {int(r[ACTION]): int(r["count"]) for r in out.groupBy(ACTION).count().collect()}
-            result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
-            result["copied"] = by.get(COPY, 0)
-            return result
-
-        m.add_clause_counts(rm, get_counts(fallback))
+        m.add_clause_counts(rm, get_counts(lambda: count_actions(out, rm)))
     finally:
         matched.unpersist()
     # Delta's second scan reads the source rows job 1 counted (the source is deterministic here:

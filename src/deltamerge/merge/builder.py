@@ -14,34 +14,16 @@ from pyspark.sql import Column, DataFrame
 
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.predicates import column_parts, parse_expression
+from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
 from deltamerge.spark.columns import expression_text
 
 
 def _check_condition(condition: Any, method: str) -> None:
-    if condition is not None and not isinstance(condition, (str, Column)):
-        raise TypeError(
-            f"'condition' in {method} must be a Spark SQL Column or a string (expression in SQL syntax), "
-            f"found to be of type {type(condition)}."
-        )
+    check_condition_arg(condition, f"'condition' in {method}")
 
 
 def _check_dict(values: Any, arg: str, method: str) -> dict[str, str | Column]:
-    if values is None:
-        raise ValueError(f"'{arg}' in {method} cannot be None")
-    if not isinstance(values, dict):
-        raise TypeError(f"'{arg}' in {method} must be a dict, found to be {type(values)}")
-    for k, v in values.items():
-        if not isinstance(k, str):
-            raise TypeError(
-                f"Keys of dict in '{arg}' in {method} must contain only strings with column names, "
-                f"found '{k}' of type '{type(k)}'"
-            )
-        if not isinstance(v, (str, Column)):
-            raise TypeError(
-                f"Values of dict in '{arg}' in {method} must contain only Spark SQL Columns or strings "
-                f"(expressions in SQL syntax) as values, found '{v}' of type '{type(v)}'"
-            )
-    return values
+    return check_set_arg(values, f"'{arg}' in {method}")
 
 
 def parse_condition(value: str | Column | None):  # type: ignore[no-untyped-def]

@@ -29,9 +29,11 @@ from deltamerge.merge.output import (
     SOURCE_PRESENT,
     TARGET_PRESENT,
     action_column,
+    changes_target_row,
+    count_actions,
     counter_columns,
     output_columns,
-    sql_col,
+    touch_condition,
     written_rows,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
@@ -118,22 +120,12 @@ def find_touched_files(
     )
     joined = source.join(target, on=ctx.condition(), how="right" if has_nmbs else "inner")
 
+    touch = touch_condition(rm)
     if rm.is_matched_only:
-        preds = [
-            F.lit(True) if c.condition is None else sql_col(c.condition)
-            for c in rm.of_kind(ClauseKind.MATCHED)
-        ]
-        touch = preds[0]
-        for p in preds[1:]:
-            touch = touch | p
-        touch = F.col(SOURCE_PRESENT).isNotNull() & F.coalesce(touch, F.lit(False))
-    else:
-        touch = F.lit(True)
+        touch = F.col(SOURCE_PRESENT).isNotNull() & touch
     modified = F.lit(False)
     if collect_modified_rows:
-        changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
-        action = action_column(rm, has_source=True, has_target=True)
-        modified = action.isin(changing) if changing else F.lit(False)
+        modified = changes_target_row(rm, action_column(rm, has_source=True, has_target=True))
     if unique:
         # At most one joined row per target row: the file-level aggregates come straight from it.
         per_row = joined.select(
@@ -144,8 +136,11 @@ def find_touched_files(
             modified.cast("int").alias("modified"),
         )
     else:
-        row_aggs = [F.count(SOURCE_PRESENT).alias("n"), F.max(touch.cast("int")).alias("touch")]
-        row_aggs.append(F.max(modified.cast("int")).alias("modified"))
+        row_aggs = [
+            F.count(SOURCE_PRESENT).alias("n"),
+            F.max(touch.cast("int")).alias("touch"),
+            F.max(modified.cast("int")).alias("modified"),
+        ]
         per_row = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(*row_aggs)
     file_aggs = [
         F.max("n").alias("max_n"),
@@ -220,13 +215,7 @@ def write_all_changes(
             )
             adds = ctx.write(written_rows(projected, rm))
 
-    def fallback() -> dict[str, int]:
-        by = {int(r[ACTION]): int(r["count"]) for r in with_action.groupBy(ACTION).count().collect()}
-        result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
-        result["copied"] = by.get(COPY, 0)
-        return result
-
-    m.add_clause_counts(rm, get_counts(fallback))
+    m.add_clause_counts(rm, get_counts(lambda: count_actions(with_action, rm)))
     m.numSourceRowsInSecondScan = source_rows()
     m.use_second_scan_source_rows = join_type in ("full", "left")
     if touched.over_count:

@@ -16,7 +16,15 @@ from pyspark.sql import functions as F
 from deltamerge.log.actions import AddFile
 from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
-from deltamerge.merge.output import ACTION, DROP, counter_columns, output_columns, project_output, sql_col
+from deltamerge.merge.output import (
+    ACTION,
+    DROP,
+    count_actions,
+    counter_columns,
+    output_columns,
+    project_output,
+    sql_col,
+)
 from deltamerge.spark.session import job_phase
 
 
@@ -54,14 +62,8 @@ def write_only_inserts(
     with job_phase(ctx.spark, "MERGE operation - writing new files for only inserts"):
         adds = ctx.write(final)
 
-    def fallback() -> dict[str, int]:
-        rows = out.groupBy(ACTION).count().collect()
-        by = {int(r[ACTION]): int(r["count"]) for r in rows}
-        result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
-        result["copied"] = 0
-        return result
-
-    counts = get_counts(fallback)
+    # No target side: no row has the COPY code, so "copied" counts 0.
+    counts = get_counts(lambda: count_actions(out, rm))
     m.add_clause_counts(rm, counts)
     n_source = source_rows()
     if filter_matched_rows:

@@ -96,6 +96,33 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) 
     return cols
 
 
+def touch_condition(rm: ResolvedMerge) -> Column:
+    """Whether a matched row touches its file: any MATCHED clause condition holds when the merge
+    has only MATCHED clauses (Delta's matched-only rule), else always."""
+    if not rm.is_matched_only:
+        return F.lit(True)
+    touch: Column | None = None
+    for c in rm.of_kind(ClauseKind.MATCHED):
+        cond = F.lit(True) if c.condition is None else sql_col(c.condition)
+        touch = cond if touch is None else touch | cond
+    assert touch is not None
+    return F.coalesce(touch, F.lit(False))
+
+
+def changes_target_row(rm: ResolvedMerge, action: Column) -> Column:
+    """Whether an action code updates or deletes its target row (a deletion-vector position)."""
+    changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
+    return action.isin(changing) if changing else F.lit(False)
+
+
+def count_actions(df: DataFrame, rm: ResolvedMerge) -> dict[str, int]:
+    """The counters of ``counter_columns`` computed directly (when Spark dropped the observation)."""
+    by = {int(r[ACTION]): int(r["count"]) for r in df.groupBy(ACTION).count().collect()}
+    result = {f"clause_{c.index}": by.get(c.index, 0) for c in rm.clauses}
+    result["copied"] = by.get(COPY, 0)
+    return result
+
+
 def removed_codes(rm: ResolvedMerge) -> list[int]:
     """Action codes whose rows are not written: deletes and dropped source rows."""
     return [c.index for c in rm.clauses if c.action is ActionType.DELETE] + [DROP]

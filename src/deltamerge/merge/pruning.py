@@ -36,7 +36,7 @@ from sqlglot import exp
 
 from deltamerge.log.actions import AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol
-from deltamerge.predicates import split_conjuncts
+from deltamerge.predicates import split_conjuncts, unparen
 from deltamerge.spark.session import small_result_query
 from deltamerge.stats import parse_stats
 
@@ -55,13 +55,7 @@ class EquiKey:
     null_safe: bool
 
 
-def _unparen(node: exp.Expression) -> exp.Expression:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
-
-
-def _internal_index(node: exp.Expression, prefix: str) -> int | None:
+def _internal_index(node: exp.Expr, prefix: str) -> int | None:
     if not isinstance(node, exp.Column) or node.table:
         return None
     name = node.name
@@ -87,10 +81,10 @@ def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
     out = []
     n_target, n_source = len(rm.target_schema.fields), len(rm.source_schema.fields)
     for conj in split_conjuncts(rm.condition):
-        node = _unparen(conj)
+        node = unparen(conj)
         if not isinstance(node, (exp.EQ, exp.NullSafeEQ)):
             continue
-        a, b = _unparen(node.this), _unparen(node.expression)
+        a, b = unparen(node.this), unparen(node.expression)
         for t_side, s_side in ((a, b), (b, a)):
             ti, si = _internal_index(t_side, "__t"), _internal_index(s_side, "__s")
             if ti is None or si is None or ti >= n_target or si >= n_source:
@@ -259,16 +253,3 @@ def summarize_source_keys(
     note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
     return SourceKeySummary(kept, unique, note, rows=total)
 
-
-def prune_by_source_keys(
-    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile]
-) -> tuple[list[AddFile], str | None]:
-    """The candidate files some source key may match, and a description of the pruning (or None
-    when nothing applied). Files without usable statistics are always kept."""
-    s = summarize_source_keys(rm, source, candidates, prune=True, check_unique=False)
-    return list(s.files), s.note
-
-
-def source_keys_unique(rm: ResolvedMerge, source: DataFrame) -> bool:
-    """True when no two source rows can match the same target row, shown by the source alone."""
-    return summarize_source_keys(rm, source, (), prune=False, check_unique=True).unique

@@ -10,6 +10,7 @@ from typing import Any
 from sqlglot import exp
 
 from deltamerge.log.actions import AddFile
+from deltamerge.predicates import unparen
 from deltamerge.skipping.values import (
     _OPS,
     ANY,
@@ -254,14 +255,8 @@ class _Compiler:
         return pred
 
 
-def _unparen(node: exp.Expr) -> exp.Expr:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
-
-
 def _name_parts(node: exp.Expr) -> list[str] | None:
-    node = _unparen(node)
+    node = unparen(node)
     if isinstance(node, exp.Column):
         if not isinstance(node.this, exp.Identifier):
             return None
