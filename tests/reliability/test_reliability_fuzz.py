@@ -79,7 +79,10 @@ def _acceptable(e: BaseException, builder_checks: bool = False) -> bool:
     if builder_checks and isinstance(e, (TypeError, ValueError)):
         # Only the builder's documented argument checks, not a TypeError from deeper down.
         last = traceback.extract_tb(e.__traceback__)[-1]
-        return last.filename.replace(os.sep, "/").endswith("deltamerge/merge/builder.py") and last.name in (
+        where = last.filename.replace(os.sep, "/")
+        if where.endswith("deltamerge/spark/arg_checks.py"):  # delta-spark's checks, shared with DML
+            return last.name in ("check_condition_arg", "check_set_arg")
+        return where.endswith("deltamerge/merge/builder.py") and last.name in (
             "_check_condition",
             "_check_dict",
             "validate_merge_args",
