@@ -166,7 +166,8 @@ def write_report(report: dict, path: str) -> None:
     w(f"Written by `python -m bench.run --scale {report['scale']}` (`make bench{'' if report['scale'] == 'full' else '-small'}`), "
       f"{report['started']} – {report.get('finished', '?')} ({report.get('wall_minutes', 0):.0f} min). "
       f"Every number below comes from that one run; times are the median of {report['reps']} runs per engine "
-      "(engines interleaved, each run on a fresh copy of the table). Data is generated deterministically "
+      f"(engines interleaved, each run on a fresh copy of the table), after {report.get('warmup', 0)} untimed "
+      "round(s) of each engine on the same scenario (JIT, class loading, code generation). Data is generated deterministically "
       "(`bench/data.py`).")
     w("")
     w("## Machine and versions")

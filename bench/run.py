@@ -2,8 +2,8 @@
 
 One process, one SparkSession (local[2]) shared by deltamerge and the raw-Spark floor; delta-rs runs
 in the same process. Each scenario runs ``--reps`` times per engine (interleaved: deltamerge, floor,
-delta-rs, deltamerge, ...), every run on a fresh copy of a pristine table. The report gives the run
-with the median wall time.
+delta-rs, deltamerge, ...), every run on a fresh copy of a pristine table, after ``--warmup`` untimed
+rounds of the same scenario. The report gives the run with the median wall time.
 """
 
 from __future__ import annotations
@@ -56,14 +56,18 @@ def _gc(spark) -> None:  # type: ignore[no-untyped-def]
     spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
 
 
-def run_scenario(spark, paths: dict[str, str], work: str, sc: scenarios.Scenario, reps: int, log) -> dict:  # type: ignore[no-untyped-def]
+def run_scenario(spark, paths: dict[str, str], work: str, sc: scenarios.Scenario, reps: int, log, warmup: int = 1) -> dict:  # type: ignore[no-untyped-def]
     pristine = paths[sc.target]
     source = paths[f"source_{sc.source}"]
     touched = scenarios.touched_files(spark, pristine, source, sc)
     candidates = scenarios.deltamerge_candidates(spark, pristine, source, sc)
     results: dict[str, list] = {"deltamerge": [], "floor": [], "delta_rs": []}
     facts: dict[str, dict] = {}
-    for rep in range(reps):
+    # Untimed warm-up rounds first (rep < 0): every engine runs the scenario once so that JIT
+    # compilation, class loading and Spark's code generation for this query shape are not timed.
+    for rep in range(-warmup, reps):
+        if rep == 0:
+            results = {"deltamerge": [], "floor": [], "delta_rs": []}
         base = os.path.join(work, sc.key, str(rep))
         # deltamerge
         dm_table = os.path.join(base, "dm")
@@ -109,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--scale", choices=sorted(PLANS), default="small")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds per scenario before the timed ones")
     ap.add_argument("--root", default=DEFAULT_ROOT, help="where generated data and run copies live")
     ap.add_argument("--only", nargs="*", help="scenario names to run (default: all of the scale)")
     ap.add_argument("--skip-snapshot", action="store_true")
@@ -126,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.time() - t_start:7.1f}s] {msg}", flush=True)
 
     output = args.output or ("BENCHMARKS.md" if args.scale in ("full", "5M") else os.path.join(args.root, "BENCHMARKS-small.md"))
-    report: dict = {"scale": args.scale, "reps": args.reps, "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "scales": [], "conditions": args.note}
+    report: dict = {"scale": args.scale, "reps": args.reps, "warmup": args.warmup, "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "scales": [], "conditions": args.note}
     plan = PLANS[args.scale]
     shuffle = 8 if args.scale in ("tiny", "small") else 16
     spark = make_session(shuffle)
@@ -160,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(warm, ignore_errors=True)
             for sc in scenarios.all_scenarios(names):
                 with load_note() as ln:
-                    res = run_scenario(spark, paths, work, sc, args.reps, log)
+                    res = run_scenario(spark, paths, work, sc, args.reps, log, args.warmup)
                 res["load"] = ln
                 entry["scenarios"].append(res)
                 _save(report, entry, args.root)

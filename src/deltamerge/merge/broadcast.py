@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -55,12 +55,14 @@ from deltamerge.merge.output import (
     COPY,
     SOURCE_PRESENT,
     TARGET_PRESENT,
-    action_column,
+    action_sql,
     changes_target_row,
     count_actions,
     counter_columns,
     output_columns,
-    touch_condition,
+    output_sql,
+    quote,
+    touch_sql,
     written_rows,
 )
 from deltamerge.merge.pruning import equi_keys
@@ -113,23 +115,24 @@ def find_matches(
     start = time.monotonic()
     keys = equi_keys(rm, bounded_only=False)
     source, source_rows = observed_count(ctx.source, "numSourceRows")
-    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
-    target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).withColumn(
-        TARGET_PRESENT, F.lit(True)
+    source = source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
+    target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).selectExpr(
+        "*", f"true AS {TARGET_PRESENT}"
     )
     joined = F.broadcast(source).join(target, on=ctx.condition(), how="inner")
-    joined = joined.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+    # SQL text in selectExpr (fewer Python->JVM round trips than Column objects).
+    joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
     keep = [
-        *[F.col(scol(k.source_index)).alias(f"{_KEY}{i}") for i, k in enumerate(keys)],
-        F.col(FILE_COL),
-        touch_condition(rm).cast("int").alias(_TOUCH),
-        F.col(ACTION),
+        *[f"{scol(k.source_index)} AS {_KEY}{i}" for i, k in enumerate(keys)],
+        FILE_COL,
+        f"CAST(({touch_sql(rm)}) AS INT) AS {_TOUCH}",
+        ACTION,
     ]
     if deletion_vectors:
-        keep.append(F.col(ROW_INDEX_COL))
-        outs = output_columns(rm, has_target=True, copies=False)
-        keep += [c.alias(f"{_VALUE}{j}") for j, c in enumerate(outs)]
-    matched = joined.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
+        keep.append(ROW_INDEX_COL)
+        outs = output_sql(rm, has_target=True, copies=False)
+        keep += [f"{c} AS {_VALUE}{j}" for j, c in enumerate(outs)]
+    matched = joined.selectExpr(*keep).persist(StorageLevel.MEMORY_AND_DISK)
     aggs = [F.max(_TOUCH).alias("touched")]
     if deletion_vectors:
         modified = changes_target_row(rm, F.col(ACTION))
@@ -162,14 +165,9 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
     rm = ctx.rm
     keys = equi_keys(rm, bounded_only=False)
     matched_keys = matched.select(*[f"{_KEY}{i}" for i in range(len(keys))])
-    cond: Column | None = None
-    for i, k in enumerate(keys):
-        s, m = F.col(scol(k.source_index)), F.col(f"{_KEY}{i}")
-        eq = s.eqNullSafe(m) if k.null_safe else s == m
-        cond = eq if cond is None else cond & eq
-    assert cond is not None
-    unmatched = ctx.source.join(matched_keys, on=cond, how="left_anti")
-    return unmatched.withColumn(ACTION, action_column(rm, has_source=True, has_target=False))
+    conds = [f"{scol(k.source_index)} {'<=>' if k.null_safe else '='} {_KEY}{i}" for i, k in enumerate(keys)]
+    unmatched = ctx.source.join(matched_keys, on=F.expr(" AND ".join(conds)), how="left_anti")
+    return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
 
 
 def write_changes(
@@ -184,17 +182,17 @@ def write_changes(
     parts: list[DataFrame] = []
     if deletion_vectors:
         # Updated and deleted rows, values already computed in job 1; the target is not read.
-        changed = matched.where(F.col(ACTION) != F.lit(COPY))
+        changed = matched.where(f"{ACTION} != {COPY}")
         parts.append(
-            changed.select(
-                *[F.col(f"{_VALUE}{j}").alias(n) for j, n in enumerate(final_names)], F.col(ACTION)
-            )
+            changed.selectExpr(*[f"{_VALUE}{j} AS {quote(n)}" for j, n in enumerate(final_names)], ACTION)
         )
     else:
-        source = ctx.source.withColumn(SOURCE_PRESENT, F.lit(True))
-        target = ctx.target(touched).withColumn(TARGET_PRESENT, F.lit(True))
+        source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
+        target = ctx.target(touched).selectExpr("*", f"true AS {TARGET_PRESENT}")
         rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
-        rewritten = rewritten.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+        rewritten = rewritten.selectExpr(
+            "*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}"
+        )
         parts.append(rewritten.select(*output_columns(rm, has_target=True), F.col(ACTION)))
     if inserting:
         unmatched = _unmatched_source(ctx, matched)

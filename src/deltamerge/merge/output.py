@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from deltamerge.merge.analysis import ResolvedClause, ResolvedMerge, tcol
+from deltamerge.merge.casting import typed_null
 from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.predicates import to_sql
 
@@ -31,25 +32,84 @@ def sql_col(node) -> Column:  # type: ignore[no-untyped-def]
     return F.expr(to_sql(node))
 
 
-def _first_true(clauses: Sequence[ResolvedClause], default: int) -> Column:
-    chain: Column | None = None
-    for c in clauses:
-        cond = F.lit(True) if c.condition is None else sql_col(c.condition)
-        chain = F.when(cond, F.lit(c.index)) if chain is None else chain.when(cond, F.lit(c.index))
-    return F.lit(default) if chain is None else chain.otherwise(F.lit(default))
+# The per-row expressions are built as SQL text and handed to Spark in one ``F.expr`` per column:
+# composing them from Column objects costs a Python->JVM round trip per ``when``/``lit``/``col``
+# (thousands per merge), which is a visible part of a small merge's wall time.
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier in backticks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _cond_sql(c: ResolvedClause) -> str:
+    return "true" if c.condition is None else f"({to_sql(c.condition)})"
+
+
+def _first_true_sql(clauses: Sequence[ResolvedClause], default: int) -> str:
+    if not clauses:
+        return str(default)
+    whens = " ".join(f"WHEN {_cond_sql(c)} THEN {c.index}" for c in clauses)
+    return f"CASE {whens} ELSE {default} END"
+
+
+def action_sql(rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> str:
+    """The action code of a joined row as SQL (first matching clause wins within each kind)."""
+    inserts = _first_true_sql(rm.of_kind(ClauseKind.NOT_MATCHED), DROP)
+    if not has_target:
+        return inserts
+    by_source = _first_true_sql(rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE), COPY)
+    if not has_source:
+        return by_source
+    matched = _first_true_sql(rm.of_kind(ClauseKind.MATCHED), COPY)
+    sp, tp = quote(SOURCE_PRESENT), quote(TARGET_PRESENT)
+    return (
+        f"CASE WHEN {sp} IS NOT NULL AND {tp} IS NOT NULL THEN {matched} "
+        f"WHEN {sp} IS NULL THEN {by_source} ELSE {inserts} END"
+    )
 
 
 def action_column(rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> Column:
     """The action code of a joined row (first matching clause wins within each kind)."""
-    matched = _first_true(rm.of_kind(ClauseKind.MATCHED), COPY)
-    by_source = _first_true(rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE), COPY)
-    inserts = _first_true(rm.of_kind(ClauseKind.NOT_MATCHED), DROP)
-    if not has_target:
-        return inserts
-    if not has_source:
-        return by_source
-    sp, tp = F.col(SOURCE_PRESENT), F.col(TARGET_PRESENT)
-    return F.when(sp.isNotNull() & tp.isNotNull(), matched).when(sp.isNull(), by_source).otherwise(inserts)
+    return F.expr(action_sql(rm, has_source=has_source, has_target=has_target))
+
+
+def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[str]:
+    """``output_columns`` as SQL text, one ``CASE ... END`` per final column (unaliased)."""
+    schema: StructType = rm.final_schema
+    n_target = len(rm.target_schema.fields)
+    action = quote(ACTION)
+    out: list[str] = []
+    # Without a target side only INSERT clauses can apply (UPDATE outputs refer to target columns).
+    writers = [
+        c for c in rm.clauses if c.outputs is not None and (has_target or c.kind is ClauseKind.NOT_MATCHED)
+    ]
+    for j, field in enumerate(schema.fields):
+        # Analysis already cast every value to its final column type (casting.py: by-name structs,
+        # store-assignment policy); ``keep_values`` is the unchanged target value in that type.
+        if has_target and j < n_target:
+            keep = to_sql(rm.keep_values[j]) if rm.keep_values else quote(tcol(j))
+        else:
+            keep = to_sql(typed_null(field.dataType))
+        values: list[tuple[int, str]] = []
+        for c in writers:
+            assert c.outputs is not None
+            node = c.outputs[j]
+            if node is None:
+                continue  # an UPDATE that leaves this column as it is
+            values.append((c.index, to_sql(node)))
+        if not copies and values and len(values) == len(writers):
+            # Rows of non-writing actions (deletes, dropped source rows) are filtered out after
+            # this projection, so the last writer's value can stand in as the fallback.
+            *branches, (_, keep) = values
+        else:
+            branches = values
+        if branches:
+            whens = " ".join(f"WHEN {action} = {index} THEN ({value})" for index, value in branches)
+            out.append(f"CASE {whens} ELSE ({keep}) END")
+        else:
+            out.append(f"({keep})")
+    return out
 
 
 def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[Column]:
@@ -59,54 +119,24 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) 
     filters them out first). A column that every writing clause assigns then needs no unchanged
     target value, so Spark can prune unused target columns from the scan and the join.
     """
-    schema: StructType = rm.final_schema
-    n_target = len(rm.target_schema.fields)
-    action = F.col(ACTION)
-    cols: list[Column] = []
-    # Without a target side only INSERT clauses can apply (UPDATE outputs refer to target columns).
-    writers = [
-        c for c in rm.clauses if c.outputs is not None and (has_target or c.kind is ClauseKind.NOT_MATCHED)
-    ]
-    for j, field in enumerate(schema.fields):
-        # Analysis already cast every value to its final column type (casting.py: by-name structs,
-        # store-assignment policy); ``keep_values`` is the unchanged target value in that type.
-        if has_target and j < n_target:
-            keep = sql_col(rm.keep_values[j]) if rm.keep_values else F.col(tcol(j))
-        else:
-            keep = F.lit(None).cast(field.dataType)
-        values: list[tuple[int, Column]] = []
-        for c in writers:
-            assert c.outputs is not None
-            node = c.outputs[j]
-            if node is None:
-                continue  # an UPDATE that leaves this column as it is
-            values.append((c.index, sql_col(node)))
-        if not copies and values and len(values) == len(writers):
-            # Rows of non-writing actions (deletes, dropped source rows) are filtered out after
-            # this projection, so the last writer's value can stand in as the fallback.
-            *branches, (_, keep) = values
-        else:
-            branches = values
-        chain: Column | None = None
-        for index, value in branches:
-            cond = action == F.lit(index)
-            chain = F.when(cond, value) if chain is None else chain.when(cond, value)
-        out = keep if chain is None else chain.otherwise(keep)
-        cols.append(out.alias(field.name))
-    return cols
+    names = [f.name for f in rm.final_schema.fields]
+    texts = output_sql(rm, has_target=has_target, copies=copies)
+    return [F.expr(f"{t} AS {quote(n)}") for t, n in zip(texts, names, strict=True)]
 
 
-def touch_condition(rm: ResolvedMerge) -> Column:
+def touch_sql(rm: ResolvedMerge) -> str:
     """Whether a matched row touches its file: any MATCHED clause condition holds when the merge
     has only MATCHED clauses (Delta's matched-only rule), else always."""
     if not rm.is_matched_only:
-        return F.lit(True)
-    touch: Column | None = None
-    for c in rm.of_kind(ClauseKind.MATCHED):
-        cond = F.lit(True) if c.condition is None else sql_col(c.condition)
-        touch = cond if touch is None else touch | cond
-    assert touch is not None
-    return F.coalesce(touch, F.lit(False))
+        return "true"
+    conds = [_cond_sql(c) for c in rm.of_kind(ClauseKind.MATCHED)]
+    assert conds
+    return f"coalesce({' OR '.join(conds)}, false)"
+
+
+def touch_condition(rm: ResolvedMerge) -> Column:
+    """``touch_sql`` as a Column."""
+    return F.expr(touch_sql(rm))
 
 
 def changes_target_row(rm: ResolvedMerge, action: Column) -> Column:
@@ -130,9 +160,9 @@ def removed_codes(rm: ResolvedMerge) -> list[int]:
 
 def counter_columns(rm: ResolvedMerge) -> list[Column]:
     """Aggregates for ``observe``: rows per clause plus copied rows."""
-    action = F.col(ACTION)
-    cols = [F.count_if(action == F.lit(c.index)).alias(f"clause_{c.index}") for c in rm.clauses]
-    cols.append(F.count_if(action == F.lit(COPY)).alias("copied"))
+    action = quote(ACTION)
+    cols = [F.expr(f"count_if({action} = {c.index}) AS clause_{c.index}") for c in rm.clauses]
+    cols.append(F.expr(f"count_if({action} = {COPY}) AS copied"))
     return cols
 
 
@@ -144,4 +174,5 @@ def project_output(df: DataFrame, rm: ResolvedMerge, *, has_source: bool, has_ta
 
 def written_rows(projected: DataFrame, rm: ResolvedMerge) -> DataFrame:
     """Only the rows that go into data files, without the action code."""
-    return projected.where(~F.col(ACTION).isin(removed_codes(rm))).drop(ACTION)
+    codes = ", ".join(str(c) for c in removed_codes(rm))
+    return projected.where(f"{quote(ACTION)} NOT IN ({codes})").drop(ACTION)

@@ -19,7 +19,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -142,8 +142,8 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
     return out
 
 
-def _key_number(col: Column, t: DataType) -> Column:
-    return F.unix_date(col) if isinstance(t, DateType) else col.cast("long")
+def _key_number(name: str, t: DataType) -> str:
+    return f"unix_date({name})" if isinstance(t, DateType) else f"CAST({name} AS BIGINT)"
 
 
 @dataclass(frozen=True)
@@ -191,18 +191,21 @@ def summarize_source_keys(
     if prune_key is not None and prune_key not in keys:
         keys = [*keys, prune_key]
     names = list(dict.fromkeys(scol(k.source_index) for k in keys))
+    # SQL text throughout: each Column object would cost Python->JVM round trips.
     # Rows with a NULL in a ``=`` key match nothing: they never make the source non-unique.
-    valid = F.lit(True)
-    for k in keys:
-        if not k.null_safe:
-            valid = valid & F.col(scol(k.source_index)).isNotNull()
-    counted = (
-        source.groupBy(*names).count() if all_keys else source.select(*names).withColumn("count", F.lit(1))
-    )
-    counted = counted.withColumn("valid_count", F.when(valid, F.col("count")))
+    valid = " AND ".join(f"{scol(k.source_index)} IS NOT NULL" for k in keys if not k.null_safe) or "true"
+    if all_keys:
+        counted = source.groupBy(*names).count()
+    else:
+        counted = source.selectExpr(*names, "1 AS count")
+    valid_count = f"CASE WHEN {valid} THEN count END AS valid_count"
     if prune_key is None:
         with small_result_query(source.sparkSession):
-            row = counted.agg(F.max("valid_count").alias("n"), F.sum("count").alias("rows")).collect()[0]
+            row = (
+                counted.selectExpr(valid_count, "count")
+                .agg(F.max("valid_count").alias("n"), F.sum("count").alias("rows"))
+                .collect()[0]
+            )
         return SourceKeySummary(tuple(candidates), int(row["n"] or 0) <= 1, rows=int(row["rows"] or 0))
 
     field = rm.target_schema.fields[prune_key.target_index]
@@ -210,14 +213,14 @@ def summarize_source_keys(
     t_lo = min(r.lo for r in known if r.lo is not None)
     t_hi = max(r.hi for r in known if r.hi is not None)
     width = max(1.0, (t_hi - t_lo + 1) / _BUCKETS)
-    num = _key_number(F.col(scol(prune_key.source_index)), field.dataType)
+    num = _key_number(scol(prune_key.source_index), field.dataType)
     bucket = (
-        F.when(num.isNull(), F.lit(-1))
-        .when(~num.between(F.lit(t_lo), F.lit(t_hi)), F.lit(-2))  # matches no candidate file
-        .otherwise(F.floor((num - F.lit(t_lo)) / F.lit(width)).cast("int"))
+        f"CASE WHEN {num} IS NULL THEN -1 "
+        f"WHEN NOT ({num} BETWEEN {t_lo} AND {t_hi}) THEN -2 "  # matches no candidate file
+        f"ELSE CAST(floor(({num} - {t_lo}) / CAST('{width!r}' AS DOUBLE)) AS INT) END"
     )
     summary = (
-        counted.select(num.alias("k"), bucket.alias("b"), F.col("valid_count"), F.col("count"))
+        counted.selectExpr(f"{num} AS k", f"{bucket} AS b", valid_count, "count")
         .groupBy("b")
         .agg(
             F.min("k").alias("lo"),
@@ -252,4 +255,3 @@ def summarize_source_keys(
     kept = tuple(r.file for r in ranges if may_match(r))
     note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
     return SourceKeySummary(kept, unique, note, rows=total)
-

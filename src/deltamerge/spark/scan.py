@@ -163,15 +163,17 @@ def _scan_group(
     with _driver_side_listing(spark, len(paths)):
         df = reader.parquet(*paths)
     need_file = with_file or bool(partition_columns)
-    cols: list[Column] = [F.col(f"`{f.name}`") for f in stored.fields]
+    # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.
+    cols = [_quote(f.name) for f in stored.fields]
     if need_file:
-        cols.append(F.col("_metadata.file_path").alias(FILE_COL))
+        cols.append(f"_metadata.file_path AS {FILE_COL}")
     if with_row_index:
-        cols.append(F.col("_metadata.row_index").alias(ROW_INDEX_COL))
-    df = df.select(*cols)
-    if partition_columns:
-        lookup = _partition_lookup(spark, table_root, files, schema, partition_columns)
-        df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
+        cols.append(f"_metadata.row_index AS {ROW_INDEX_COL}")
+    df = df.selectExpr(*cols)
+    if not partition_columns:
+        return df
+    lookup = _partition_lookup(spark, table_root, files, schema, partition_columns)
+    df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
     out: list[Column] = []
     pidx = {c.lower(): i for i, c in enumerate(partition_columns)}
     for f in schema.fields:
@@ -179,12 +181,16 @@ def _scan_group(
             raw = F.col(f"__dm_pv_{pidx[f.name.lower()]}")
             out.append(partition_value_column(raw, f.dataType.typeName(), f.dataType).alias(f.name))
         else:
-            out.append(F.col(f"`{f.name}`"))
+            out.append(F.col(_quote(f.name)))
     if with_file:
         out.append(F.col(FILE_COL))
     if with_row_index:
         out.append(F.col(ROW_INDEX_COL))
     return df.select(*out)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 # --- deletion vectors ------------------------------------------------------------------------------
