@@ -40,6 +40,9 @@ class MergeContext:
     source_unique: bool = False  # no two source rows can match one target row (merge/pruning.py)
     source_rows: int | None = None  # counted by the source-key summary, when it ran
     written_paths: list[str] = field(default_factory=list)
+    # The last target scan, reused when job 2 reads the same files as job 1 (building a scan
+    # resolves every file's status on the driver).
+    _scan_cache: tuple[tuple, DataFrame, bool, bool] | None = field(default=None, repr=False)
 
     @property
     def snapshot(self):  # type: ignore[no-untyped-def]
@@ -50,6 +53,12 @@ class MergeContext:
         self, files: Sequence[AddFile], *, with_file: bool = False, with_row_index: bool = False
     ) -> DataFrame:
         """Target rows of ``files`` with internal column names (plus file / row index)."""
+        names = [tcol(i) for i in range(len(self.rm.target_schema.fields))]
+        key = tuple(f.key for f in files)
+        cached = self._scan_cache
+        if cached and cached[0] == key and (cached[2] or not with_file) and (cached[3] or not with_row_index):
+            wanted = names + ([FILE_COL] if with_file else []) + ([ROW_INDEX_COL] if with_row_index else [])
+            return cached[1].select(*wanted)
         snap = self.snapshot
         df = scan(
             self.spark,
@@ -60,12 +69,13 @@ class MergeContext:
             with_file=with_file,
             with_row_index=with_row_index,
         )
-        names = [tcol(i) for i in range(len(self.rm.target_schema.fields))]
         if with_file:
             names.append(FILE_COL)
         if with_row_index:
             names.append(ROW_INDEX_COL)
-        return df.toDF(*names)
+        df = df.toDF(*names)
+        self._scan_cache = (key, df, with_file, with_row_index)
+        return df
 
     def condition(self) -> Column:
         """The ON condition over internal names."""
