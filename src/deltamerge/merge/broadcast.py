@@ -19,6 +19,7 @@ those take the Delta-shaped path in ``classic.py``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 
@@ -67,7 +68,7 @@ from deltamerge.merge.output import (
 )
 from deltamerge.merge.pruning import equi_keys
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
-from deltamerge.spark.session import conf_getter, job_phase, setting, small_result_query
+from deltamerge.spark.session import conf_getter, job_phase, setting, small_result_query, without_adaptive
 
 _KEY = "__dm_k"
 _TOUCH = "__dm_touch"
@@ -166,7 +167,8 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
     keys = equi_keys(rm, bounded_only=False)
     matched_keys = matched.select(*[f"{_KEY}{i}" for i in range(len(keys))])
     conds = [f"{scol(k.source_index)} {'<=>' if k.null_safe else '='} {_KEY}{i}" for i, k in enumerate(keys)]
-    unmatched = ctx.source.join(matched_keys, on=F.expr(" AND ".join(conds)), how="left_anti")
+    # The matched keys are at most the source's rows, which fit the broadcast limit.
+    unmatched = ctx.source.join(F.broadcast(matched_keys), on=F.expr(" AND ".join(conds)), how="left_anti")
     return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
 
 
@@ -207,7 +209,9 @@ def write_changes(
         else f"MERGE operation - Rewriting {len(touched)} files"
     )
     try:
-        with job_phase(ctx.spark, phase):
+        # Every join here is a broadcast; partitioned tables shuffle before the write (AQE kept).
+        adaptive = contextlib.nullcontext() if ctx.partition_columns else without_adaptive(ctx.spark)
+        with job_phase(ctx.spark, phase), adaptive:
             adds = ctx.write(written_rows(out, rm))
 
         m.add_clause_counts(rm, get_counts(lambda: count_actions(out, rm)))

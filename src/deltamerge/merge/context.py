@@ -42,7 +42,7 @@ class MergeContext:
     written_paths: list[str] = field(default_factory=list)
     # The last target scan, reused when job 2 reads the same files as job 1 (building a scan
     # resolves every file's status on the driver).
-    _scan_cache: tuple[tuple, DataFrame, bool, bool] | None = field(default=None, repr=False)
+    _scan_cache: tuple[frozenset, DataFrame, bool, bool] | None = field(default=None, repr=False)
 
     @property
     def snapshot(self):  # type: ignore[no-untyped-def]
@@ -54,7 +54,7 @@ class MergeContext:
     ) -> DataFrame:
         """Target rows of ``files`` with internal column names (plus file / row index)."""
         names = [tcol(i) for i in range(len(self.rm.target_schema.fields))]
-        key = tuple(f.key for f in files)
+        key = frozenset(f.key for f in files)  # job 1 and job 2 list the files in different orders
         cached = self._scan_cache
         if cached and cached[0] == key and (cached[2] or not with_file) and (cached[3] or not with_row_index):
             wanted = names + ([FILE_COL] if with_file else []) + ([ROW_INDEX_COL] if with_row_index else [])

@@ -141,3 +141,25 @@ def small_result_query(spark: SparkSession) -> Iterator[None]:
                 conf.unset(k)
             else:
                 conf.set(k, v)
+
+
+@contextlib.contextmanager
+def without_adaptive(spark: SparkSession) -> Iterator[None]:
+    """Run a query whose joins are all broadcasts without adaptive execution: with no shuffle AQE
+    has nothing to re-plan, but it would still submit every broadcast as a job of its own and plan
+    again after them; without it Spark builds the broadcasts concurrently as the query starts.
+    Classic sessions only (on Connect each setting costs a round trip)."""
+    if is_connect(spark):
+        yield
+        return
+    conf = spark.conf
+    key = "spark.sql.adaptive.enabled"
+    previous = conf.get(key, None)
+    conf.set(key, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            conf.unset(key)
+        else:
+            conf.set(key, previous)
