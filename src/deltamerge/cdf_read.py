@@ -51,7 +51,7 @@ from deltamerge.spark.scan import (
     spark_file_uri,
 )
 from deltamerge.spark.session import session_time_zone
-from deltamerge.spark.types import to_spark_schema
+from deltamerge.spark.types import quote_name, to_spark_schema
 
 __all__ = ["CDC_COLUMNS", "CDC_COMMIT_TIMESTAMP", "CDC_COMMIT_VERSION", "CDC_TYPE", "read_changes"]
 
@@ -311,7 +311,7 @@ def _scan_batch(
     else:
         df = df.join(F.broadcast(_lookup(spark, items)), on=FILE_COL, how="inner")
     return df.select(
-        *[F.col(f"`{n}`") for n in names],
+        *[F.col(quote_name(n)) for n in names],
         change_type.alias(CDC_TYPE),
         F.col(_LK_VERSION).alias(CDC_COMMIT_VERSION),
         F.timestamp_millis(F.col(_LK_TS)).alias(CDC_COMMIT_TIMESTAMP),

@@ -24,7 +24,7 @@ from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
 from deltamerge.spark.session import conf_getter, session_time_zone
-from deltamerge.spark.types import as_nullable, schema_string, to_delta_schema, to_spark_schema
+from deltamerge.spark.types import as_nullable, quote_name, schema_string, to_delta_schema, to_spark_schema
 from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -93,7 +93,7 @@ def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[Dat
         if as_nullable(src.dataType) == as_nullable(f.dataType):
             # Same type up to nested nullability: written as it is; NOT NULL is checked on write
             # (a cast to a non-nullable nested field is not allowed).
-            cols.append(F.col(f"`{src.name}`").alias(f.name))
+            cols.append(F.col(quote_name(src.name)).alias(f.name))
             continue
         if not _safe_cast(src.dataType, f.dataType):
             raise SchemaMismatchError(
@@ -101,7 +101,7 @@ def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[Dat
                 f"and the data has {src.dataType.simpleString()}. Cast the column before writing.",
                 error_class="DELTA_FAILED_TO_MERGE_FIELDS",
             )
-        cols.append(F.col(f"`{src.name}`").cast(f.dataType).alias(f.name))
+        cols.append(F.col(quote_name(src.name)).cast(f.dataType).alias(f.name))
     return df.select(*cols), final
 
 
@@ -185,7 +185,7 @@ def write(
                 created_time=int(time.time() * 1000),
             )
         )
-        data = df.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
+        data = df.select(*[F.col(quote_name(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
     else:
         meta = txn.metadata
         assert meta is not None

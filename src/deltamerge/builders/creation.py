@@ -27,7 +27,7 @@ from deltamerge.errors import (
 from deltamerge.log.actions import Action, Metadata
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter
-from deltamerge.spark.types import schema_string
+from deltamerge.spark.types import quote_name, schema_string
 from deltamerge.spark.write import now_ms
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -190,7 +190,7 @@ def create_table(
         txn.mark_read_whole_table()
     if data is not None:
         adds = write_data(
-            spark, root, data.select(*[F.col(f"`{c}`") for c in data.columns]), schema, parts, conf
+            spark, root, data.select(*[F.col(quote_name(c)) for c in data.columns]), schema, parts, conf
         )
         written = [a.path for a in adds]
         actions += adds

@@ -16,6 +16,7 @@ from deltamerge.merge.analysis import ResolvedMerge, tcol
 from deltamerge.merge.clauses import ActionType
 from deltamerge.merge.output import ACTION, COPY, output_columns, sql_col
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL
+from deltamerge.spark.types import quote_name
 
 CHANGE_TYPE = "_change_type"
 _KIND = "__dm_kind"
@@ -95,7 +96,7 @@ def data_rows(changes: DataFrame) -> DataFrame:
 
 def change_rows(changes: DataFrame) -> DataFrame:
     """The rows that go into ``_change_data`` files: the table columns, then ``_change_type``."""
-    cols = [F.col(f"`{c}`") for c in changes.columns if c != _KIND]
+    cols = [F.col(quote_name(c)) for c in changes.columns if c != _KIND]
     return changes.where(F.col(_KIND).isNotNull()).select(*cols, F.col(_KIND).alias(CHANGE_TYPE))
 
 

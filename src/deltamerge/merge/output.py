@@ -19,6 +19,7 @@ from deltamerge.merge.analysis import ResolvedClause, ResolvedMerge, tcol
 from deltamerge.merge.casting import typed_null
 from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.predicates import to_sql
+from deltamerge.spark.types import quote_name
 
 ACTION = "__dm_action"
 SOURCE_PRESENT = "__dm_sp"
@@ -39,7 +40,7 @@ def sql_col(node) -> Column:  # type: ignore[no-untyped-def]
 
 def quote(name: str) -> str:
     """A Spark SQL identifier in backticks."""
-    return "`" + name.replace("`", "``") + "`"
+    return quote_name(name)
 
 
 def _cond_sql(c: ResolvedClause) -> str:

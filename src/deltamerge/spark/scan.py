@@ -25,7 +25,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import paths
 from deltamerge.log.actions import AddFile
-from deltamerge.spark.types import data_schema, to_spark_schema
+from deltamerge.spark.types import data_schema, quote_name, to_spark_schema
 
 FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
@@ -34,7 +34,7 @@ _URI_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_
 _GLOB_CHARS = set("{}[]*?\\")
 
 
-def _java_uri_quote(path: str) -> str:
+def _java_uriquote_name(path: str) -> str:
     # java.net.URI's multi-argument constructor (used by Hadoop's Path.toUri) keeps unreserved,
     # punctuation, '/', '@' and non-ASCII characters that are neither controls nor space
     # characters; everything else is percent-encoded as UTF-8.
@@ -49,7 +49,7 @@ def _java_uri_quote(path: str) -> str:
 
 def spark_file_uri(abs_path: str) -> str:
     """The string Spark reports as ``_metadata.file_path`` for a local absolute path."""
-    return "file:" + _java_uri_quote(os.path.normpath(abs_path))
+    return "file:" + _java_uriquote_name(os.path.normpath(abs_path))
 
 
 def absolute_file_path(table_root: str, add_path: str) -> str:
@@ -164,7 +164,7 @@ def _scan_group(
         df = reader.parquet(*paths)
     need_file = with_file or bool(partition_columns)
     # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.
-    cols = [_quote(f.name) for f in stored.fields]
+    cols = [quote_name(f.name) for f in stored.fields]
     if need_file:
         cols.append(f"_metadata.file_path AS {FILE_COL}")
     if with_row_index:
@@ -181,7 +181,7 @@ def _scan_group(
             raw = F.col(f"__dm_pv_{pidx[f.name.lower()]}")
             out.append(partition_value_column(raw, f.dataType.typeName(), f.dataType).alias(f.name))
         else:
-            out.append(F.col(_quote(f.name)))
+            out.append(F.col(quote_name(f.name)))
     if with_file:
         out.append(F.col(FILE_COL))
     if with_row_index:
@@ -189,8 +189,6 @@ def _scan_group(
     return df.select(*out)
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 # --- deletion vectors ------------------------------------------------------------------------------
@@ -370,7 +368,7 @@ def scan(
     plain_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) not in masks]
     masked = _scan_group(spark, table_root, schema, stored, partition_columns, masked_files, True, True)
     masked = filter_row_positions(masked, masks, keep=False)
-    out = [F.col(f"`{f.name}`") for f in schema.fields]
+    out = [F.col(quote_name(f.name)) for f in schema.fields]
     if with_file:
         out.append(F.col(FILE_COL))
     if with_row_index:

@@ -47,3 +47,8 @@ def data_schema(schema: StructType, partition_columns: tuple[str, ...] | list[st
 def field_names(schema: StructType) -> list[str]:
     """Top-level column names in order."""
     return [f.name for f in schema.fields]
+
+
+def quote_name(name: str) -> str:
+    """A column name as a Spark SQL identifier in backticks (inner backticks doubled)."""
+    return "`" + name.replace("`", "``") + "`"

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.log.paths import encode_add_path
 from deltamerge.spark.session import prepare_session
+from deltamerge.spark.types import quote_name
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -108,14 +109,11 @@ def write_parquet(
         # Partition by the final UTC partition-value string instead of the timestamp itself (the
         # partition columns are not stored in the data files, so the files are unchanged).
         ts_cols = {c.lower() for c in timestamp_partition_columns}
-        df = df.select(
-            *[
-                (_utc_iso_timestamp(f.name) if f.name.lower() in ts_cols else F.col(f"`{f.name}`")).alias(
-                    f.name
-                )
-                for f in df.schema.fields
-            ]
-        )
+        cols = [
+            _utc_iso_timestamp(f.name) if f.name.lower() in ts_cols else F.col(quote_name(f.name))
+            for f in df.schema.fields
+        ]
+        df = df.select(*[c.alias(f.name) for c, f in zip(cols, df.schema.fields, strict=True)])
     staging = os.path.join(table_root, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     writer = df.write.mode("overwrite").option("compression", "snappy")
     if max_records_per_file:
