@@ -343,3 +343,143 @@ def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
         assert all(set(f.partition_values) == {"v"} for f in snap.files)
     assert results[0] == results[1]
     assert calls == [1]
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_sql_text_expressions_quote_odd_column_names(spark, tmp_path, monkeypatch, dv):
+    """The per-row expressions are SQL text (merge/output.py): column names with dots and backticks
+    must reach Spark quoted, on the broadcast variant and on the Delta-shaped path alike."""
+    from deltamerge.merge import broadcast
+
+    calls = []
+    real = broadcast.find_matches
+    monkeypatch.setattr(broadcast, "find_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cols = ["id", "a.b", "c`d"]
+
+    def frame(lo, hi, bump):
+        return spark.range(lo, hi, numPartitions=4).select(
+            F.col("id"), (F.col("id") + bump).alias("a.b"), F.concat(F.lit("x"), F.col("id")).alias("c`d")
+        )
+
+    results = []
+    for limit in ("67108864", "0"):
+        path = str(tmp_path / f"t{limit}")
+        conf = {"delta.enableDeletionVectors": "true"} if dv else None
+        deltamerge.write(frame(0, 400, 0), path, configuration=conf)
+        spark.conf.set(BROADCAST, limit)
+        try:
+            src = frame(390, 420, 1000).alias("s")
+            m = DeltaTable.forPath(spark, path).alias("t").merge(src, "t.id = s.id")
+            m = m.whenMatchedUpdate("s.`a.b` > 1395", {"`c``d`": "concat(s.`c``d`, '!')"})
+            res = tuple(m.whenNotMatchedInsertAll().execute().collect()[0])
+        finally:
+            spark.conf.unset(BROADCAST)
+        rows = _rows(spark, path)
+        assert deltamerge.read(spark, path).columns == cols
+        results.append((res, rows))
+    assert results[0] == results[1]
+    assert calls == [1]
+    res, rows = results[0]
+    assert res == (24, 4, 0, 20)  # 390..395 fail the update's condition: matched, left as they are
+    by_id = {r[0]: r for r in rows}
+    assert by_id[395] == (395, 395, "x395") and by_id[396] == (396, 396, "x396!")
+    assert by_id[410] == (410, 1410, "x410") and len(rows) == 420
+
+
+def test_without_adaptive_restores_setting(spark):
+    from deltamerge.spark.session import without_adaptive
+
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+    with without_adaptive(spark):
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert spark.conf.get("spark.sql.adaptive.enabled") == before
+
+
+def test_job_two_reuses_job_one_scan(spark, tmp_path, monkeypatch):
+    """Copy-on-write broadcast variant: when every candidate is touched, job 2 reads job 1's scan
+    (the files' status is resolved once)."""
+    from deltamerge.merge import context
+
+    scans = []
+    real = context.scan
+    monkeypatch.setattr(context, "scan", lambda *a, **k: scans.append(len(a[4])) or real(*a, **k))
+    path = str(tmp_path / "t")
+    _table(spark, path, n=200, files=4)
+    spark.conf.set(DFP, "false")
+    try:
+        src = spark.range(0, 200, 10).select(
+            F.col("id"), F.lit(-1).alias("v"), F.lit(None).cast("date").alias("d")
+        )
+        res = _run(spark, path, src, "t.id = s.id", UPSERT)
+    finally:
+        spark.conf.unset(DFP)
+    assert res == (20, 20, 0, 0)
+    assert scans == [4]
+
+
+def _spy_broadcast(monkeypatch):
+    """Record find_matches calls and whether each fell back (SourceNotUnique)."""
+    from deltamerge.merge import broadcast
+
+    outcomes: list[str] = []
+    real = broadcast.find_matches
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        try:
+            out = real(*a, **k)
+        except broadcast.SourceNotUnique:
+            outcomes.append("fallback")
+            raise
+        outcomes.append("broadcast")
+        return out
+
+    monkeypatch.setattr(broadcast, "find_matches", spy)
+    return outcomes
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_job_one_detects_multiple_matches(spark, tmp_path, monkeypatch, dv):
+    """Uniqueness is not checked up front for the broadcast variant: job 1's matched positions
+    find the target row matched twice, and the Delta-shaped path raises Delta's error with the
+    table unchanged."""
+    from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
+
+    outcomes = _spy_broadcast(monkeypatch)
+    path = str(tmp_path / "t")
+    _table(spark, path, dv=dv)
+    before = _rows(spark, path)
+    version = DeltaLog.for_table(path).update().version
+    src = spark.createDataFrame([(5, 1, None), (5, 2, None), (700, 3, None)], "id long, v int, d date")
+    with pytest.raises(MultipleSourceRowMatchingTargetRowError):
+        _run(spark, path, src, "t.id = s.id", UPSERT)
+    assert outcomes == ["fallback"]
+    assert _rows(spark, path) == before and DeltaLog.for_table(path).update().version == version
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_job_one_duplicates_allowed_for_lone_unconditional_delete(spark, tmp_path, monkeypatch, dv):
+    outcomes = _spy_broadcast(monkeypatch)
+    path = str(tmp_path / "t")
+    _table(spark, path, dv=dv)
+    src = spark.createDataFrame([(5, 1, None), (5, 2, None), (9, 3, None)], "id long, v int, d date")
+    res = _run(spark, path, src, "t.id = s.id", [("whenMatchedDelete",)])
+    assert outcomes == ["fallback"]
+    assert res[2] == 2  # Delta counts each deleted target row once
+    ids = {r[0] for r in _rows(spark, path)}
+    assert 5 not in ids and 9 not in ids and len(ids) == 998
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkeypatch, dv):
+    """Two source rows share a key but the rest of the ON condition sends them to different target
+    rows: no target row matches twice, so the broadcast variant completes."""
+    outcomes = _spy_broadcast(monkeypatch)
+    path = str(tmp_path / "t")
+    df = spark.createDataFrame([(1, 0, "a"), (1, 5, "b"), (2, 0, "c")], "id long, k int, s string")
+    deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
+    src = spark.createDataFrame([(1, 0, "A"), (1, 5, "B"), (3, 0, "D")], "id long, k int, s string")
+    # ``s.k + 0`` is no plain equi-join column: the key tuple is (id) alone, duplicated in the source.
+    res = _run(spark, path, src, "t.id = s.id AND t.k = s.k + 0", UPSERT)
+    assert outcomes == ["broadcast"]
+    assert res == (3, 2, 0, 1)
+    assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]

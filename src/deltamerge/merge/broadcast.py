@@ -1,20 +1,22 @@
 """The classic executor's broadcast variant: no shuffle of the target (beyond Delta OSS).
 
 Delta's job 2 is a full outer join of the source with the touched files, which shuffles every
-target row with all its columns. When the source is unique on the ON condition's equi-join
-columns (``merge/pruning.py``: no target row can match twice) and small enough to broadcast, the
-same rows come from two joins that stream the target instead:
+target row with all its columns. When no target row matches twice and the source is small
+enough to broadcast, the same rows come from two joins that stream the target instead:
 
 - job 1 joins the broadcast source with the candidate files (inner) and keeps the matched rows'
   join keys, file, row position and action code (in DV mode also the new values of updated rows)
-  in a persisted DataFrame; one aggregation of it gives the touched files and the new deletion
-  vectors;
+  in a persisted DataFrame; one aggregation of it gives the touched files, the new deletion
+  vectors and the matched row positions. Those positions are the multiple-match check: a
+  position listed twice means a target row matched by two source rows, and the merge goes to the
+  Delta-shaped path, which reports it. (The source-key summary checks uniqueness up front only
+  when this variant cannot apply: its per-key aggregation costs more than the positions.)
 - job 2 writes ``touched files LEFT JOIN broadcast(source)`` (copy-on-write: matched and copied
   rows; in DV mode the matched rows come from the persisted DataFrame and the target is not read
   again) plus ``source LEFT ANTI JOIN matched keys`` (the NOT MATCHED rows), one projection.
 
-Not used with NOT MATCHED BY SOURCE clauses, the change data feed, or duplicate-tolerant merges;
-those take the Delta-shaped path in ``classic.py``.
+Not used with NOT MATCHED BY SOURCE clauses or the change data feed; those take the Delta-shaped
+path in ``classic.py``.
 """
 
 from __future__ import annotations
@@ -93,19 +95,53 @@ def _width(t: DataType) -> int:
     return fixed.get(type(t), 64)
 
 
-def usable(ctx: MergeContext) -> bool:
-    """Whether the broadcast variant applies to this merge."""
+def eligible(ctx: MergeContext) -> bool:
+    """Whether the broadcast variant can apply to this merge, before the source is summarised:
+    no NOT MATCHED BY SOURCE clause, no change data feed, an equi-join key, broadcasting allowed."""
     rm = ctx.rm
-    if not ctx.source_unique or ctx.source_rows is None or ctx.cdf_enabled:
+    if ctx.cdf_enabled or rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE):
         return False
-    if rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE) or not equi_keys(rm, bounded_only=False):
+    if not equi_keys(rm, bounded_only=False):
         return False
     limit = int(setting(ctx.spark, SessionConf.BROADCAST_SOURCE_MAX_BYTES))
     auto = conf_getter(ctx.spark)("spark.sql.autoBroadcastJoinThreshold")
-    if limit <= 0 or (auto is not None and auto.strip().startswith("-")):
-        return False  # broadcasting turned off by the user
-    row_bytes = 8 + sum(_width(f.dataType) for f in rm.source_schema.fields)
+    return limit > 0 and not (auto is not None and auto.strip().startswith("-"))
+
+
+def fits(ctx: MergeContext) -> bool:
+    """Whether the counted source is small enough to broadcast."""
+    if ctx.source_rows is None:
+        return False
+    limit = int(setting(ctx.spark, SessionConf.BROADCAST_SOURCE_MAX_BYTES))
+    row_bytes = 8 + sum(_width(f.dataType) for f in ctx.rm.source_schema.fields)
     return ctx.source_rows * row_bytes <= limit
+
+
+def usable(ctx: MergeContext) -> bool:
+    """Whether the broadcast variant applies: eligible, small enough, and the source not known to
+    hold duplicate keys (``source_unique`` None: job 1 checks the matches itself)."""
+    return ctx.source_unique is not False and eligible(ctx) and fits(ctx)
+
+
+class SourceNotUnique(Exception):
+    """Job 1 found a target row matched by more than one source row: the caller takes the
+    Delta-shaped path, which reports the error (or allows it, for a lone unconditional DELETE)."""
+
+
+def _row_lists(rows: list, *, deletion_vectors: bool, verify: bool) -> dict[str, list[int]]:
+    """Per file: the positions of its changed rows (DV mode); raises ``SourceNotUnique`` when
+    ``verify`` and a position was matched twice. With both, each value is ``position * 2 + changed``."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        values = list(r["rows"] or [])
+        if verify:
+            positions = [v >> 1 for v in values] if deletion_vectors else values
+            if len(set(positions)) != len(positions):
+                raise SourceNotUnique()
+            if deletion_vectors:
+                values = [v >> 1 for v in values if v & 1]
+        out[r[FILE_COL]] = values
+    return out
 
 
 def find_matches(
@@ -115,9 +151,13 @@ def find_matches(
     rm = ctx.rm
     start = time.monotonic()
     keys = equi_keys(rm, bounded_only=False)
+    # Source uniqueness not checked by the summary: every matched row position goes to the driver
+    # (as DV mode's changed positions already do) and must appear once.
+    verify = ctx.source_unique is None
+    positions = deletion_vectors or verify
     source, source_rows = observed_count(ctx.source, "numSourceRows")
     source = source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
-    target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).selectExpr(
+    target = ctx.target(candidates, with_file=True, with_row_index=positions).selectExpr(
         "*", f"true AS {TARGET_PRESENT}"
     )
     joined = F.broadcast(source).join(target, on=ctx.condition(), how="inner")
@@ -129,23 +169,31 @@ def find_matches(
         f"CAST(({touch_sql(rm)}) AS INT) AS {_TOUCH}",
         ACTION,
     ]
-    if deletion_vectors:
+    if positions:
         keep.append(ROW_INDEX_COL)
+    if deletion_vectors:
         outs = output_sql(rm, has_target=True, copies=False)
         keep += [f"{c} AS {_VALUE}{j}" for j, c in enumerate(outs)]
     matched = joined.selectExpr(*keep).persist(StorageLevel.MEMORY_AND_DISK)
     aggs = [F.max(_TOUCH).alias("touched")]
-    if deletion_vectors:
-        modified = changes_target_row(rm, F.col(ACTION))
+    modified = changes_target_row(rm, F.col(ACTION))
+    if deletion_vectors and verify:
+        encoded = F.col(ROW_INDEX_COL) * 2 + modified.cast("long")
+        aggs.append(F.collect_list(encoded).alias("rows"))
+    elif deletion_vectors:
         aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
+    elif verify:
+        aggs.append(F.collect_list(ROW_INDEX_COL).alias("rows"))
     try:
         with (
             job_phase(ctx.spark, "MERGE operation - scanning files for matches"),
             small_result_query(ctx.spark),
         ):
             rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
+        lists = _row_lists(rows, deletion_vectors=deletion_vectors, verify=verify) if positions else {}
     except BaseException:
         matched.unpersist()
+        ctx.metrics.scanTimeMs += timed_ms(start)
         raise
     ctx.metrics.numSourceRows = source_rows()
     index = file_index(ctx.table_root, candidates)
@@ -153,12 +201,26 @@ def find_matches(
     modified_rows = None
     if deletion_vectors:
         modified_rows = {
-            index.lookup(r[FILE_COL]).path: list(r["rows"])
+            index.lookup(r[FILE_COL]).path: lists[r[FILE_COL]]
             for r in rows
-            if int(r["touched"] or 0) > 0 and r["rows"]
+            if int(r["touched"] or 0) > 0 and lists[r[FILE_COL]]
         }
     ctx.metrics.scanTimeMs += timed_ms(start)
     return touched, modified_rows, matched
+
+
+def try_find_matches(
+    ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
+) -> tuple[list[AddFile], dict[str, list[int]] | None, DataFrame] | None:
+    """``find_matches`` when the variant applies and no target row matched twice, else None (the
+    caller takes the Delta-shaped path)."""
+    if not candidates or not usable(ctx):
+        return None
+    try:
+        return find_matches(ctx, candidates, deletion_vectors=deletion_vectors)
+    except SourceNotUnique:
+        ctx.source_unique = False
+        return None
 
 
 def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:

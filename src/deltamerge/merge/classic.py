@@ -239,8 +239,9 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
     m = ctx.metrics
     from deltamerge.merge import broadcast
 
-    if candidates and broadcast.usable(ctx):
-        files, _, matched = broadcast.find_matches(ctx, candidates, deletion_vectors=False)
+    found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
+    if found is not None:
+        files, _, matched = found
         if not files:
             matched.unpersist()
             return list(inserts_without_matches(ctx, True))

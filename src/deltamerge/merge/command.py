@@ -237,11 +237,16 @@ def _execute(ctx: MergeContext, plan: MergePlan) -> list[Action]:
 
 def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ...]:
     """One job over the source's join keys (``merge/pruning.py``): the candidates after dynamic
-    file pruning, and (``ctx.source_unique``) whether job 1 can skip its per-row aggregation.
+    file pruning, the source's row count, and whether job 1 can skip its per-row aggregation.
+
+    ``ctx.source_unique``: True/False when the summary checked uniqueness; None when the broadcast
+    variant can apply, whose job 1 checks the matches itself (``merge/broadcast.py``), so the
+    summary skips its costliest part, an aggregation per source key.
 
     No pruning with NOT MATCHED BY SOURCE clauses: they act on target rows no source row matches.
     Metrics and the transaction's read set keep the statically skipped candidates.
     """
+    from deltamerge.merge import broadcast
     from deltamerge.merge.pruning import MIN_FILES, summarize_source_keys
     from deltamerge.spark.session import job_phase
 
@@ -251,15 +256,20 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
         and not ctx.rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE)
         and bool(setting(ctx.spark, SessionConf.DYNAMIC_FILE_PRUNING))
     )
-    check_unique = plan.executor != "insertOnly" and bool(candidates)
-    if not prune and not check_unique:
+    matching = plan.executor != "insertOnly" and bool(candidates)
+    later = matching and broadcast.eligible(ctx)
+    if not prune and not matching:
         return candidates
     with job_phase(ctx.spark, "MERGE operation - summarizing source keys"):
         summary = summarize_source_keys(
-            ctx.rm, ctx.source, candidates, prune=prune, check_unique=check_unique
+            ctx.rm, ctx.source, candidates, prune=prune, check_unique=matching and not later, count_rows=later
         )
-    ctx.source_unique = summary.unique
-    ctx.source_rows = summary.rows
+        ctx.source_rows = summary.rows
+        ctx.source_unique = None if later else summary.unique
+        if later and not broadcast.fits(ctx):
+            # Too large to broadcast after all: the Delta-shaped path wants the answer up front.
+            checked = summarize_source_keys(ctx.rm, ctx.source, summary.files, prune=False, check_unique=True)
+            ctx.source_unique = checked.unique
     return summary.files
 
 

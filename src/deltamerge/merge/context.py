@@ -18,7 +18,7 @@ from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, scan
 from deltamerge.spark.session import session_time_zone
-from deltamerge.spark.types import to_delta_schema
+from deltamerge.spark.types import quote_name, to_delta_schema
 from deltamerge.spark.write import to_add_files, to_cdc_files, write_parquet
 
 
@@ -37,7 +37,9 @@ class MergeContext:
     repartition_before_write: bool = True
     cdf_enabled: bool = False
     tight_bounds: bool | None = None  # stats carry tightBounds on tables that support DVs
-    source_unique: bool = False  # no two source rows can match one target row (merge/pruning.py)
+    # No two source rows can match one target row (merge/pruning.py); None: not checked up front,
+    # the broadcast variant's job 1 checks the matches (merge/broadcast.py).
+    source_unique: bool | None = False
     source_rows: int | None = None  # counted by the source-key summary, when it ran
     written_paths: list[str] = field(default_factory=list)
     # The last target scan, reused when job 2 reads the same files as job 1 (building a scan
@@ -87,7 +89,7 @@ class MergeContext:
         """Write final-schema rows as new data files and return their AddFiles."""
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write:
-            df = df.repartition(*[F.col(f"`{p}`") for p in parts])
+            df = df.repartition(*[F.col(quote_name(p)) for p in parts])
         schema_json = to_delta_schema(self.rm.final_schema)
         ts_parts = [
             f.name
@@ -124,7 +126,7 @@ class MergeContext:
         """Write change rows (table columns + ``_change_type``) under ``_change_data``."""
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write:
-            df = df.repartition(*[F.col(f"`{p}`") for p in parts])
+            df = df.repartition(*[F.col(quote_name(p)) for p in parts])
         ts_parts = [
             f.name
             for f in self.rm.final_schema.fields

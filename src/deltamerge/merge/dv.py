@@ -90,8 +90,9 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     """DV-mode MERGE: returns the commit's file actions."""
     from deltamerge.merge import broadcast
 
-    if candidates and broadcast.usable(ctx):
-        files, modified, matched = broadcast.find_matches(ctx, candidates, deletion_vectors=True)
+    found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=True)
+    if found is not None:
+        files, modified, matched = found
         if not files:
             matched.unpersist()
             return list(inserts_without_matches(ctx, True))

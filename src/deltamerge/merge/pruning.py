@@ -163,13 +163,15 @@ def summarize_source_keys(
     *,
     prune: bool,
     check_unique: bool,
+    count_rows: bool = False,
 ) -> SourceKeySummary:
     """Prune ``candidates`` by the source's keys and/or check that the source is unique on them.
 
     Uniqueness: every source row matching a target row equals it on each equi-join column of the
     ON condition, so when no two source rows share that tuple (rows with a NULL in a ``=`` key
     match nothing and are ignored), no target row can match twice. Both answers come from one
-    Spark job: count per key tuple, then min/max/max-count per bucket of the pruning key.
+    Spark job: count per key tuple, then min/max/max-count per bucket of the pruning key. The
+    row count comes with every aggregation; ``count_rows`` asks for it when nothing else runs.
     """
     all_keys = equi_keys(rm, bounded_only=False)
     if not check_unique or not all_keys:
@@ -185,7 +187,10 @@ def summarize_source_keys(
             if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
                 prune_key = None
     if prune_key is None and not all_keys:
-        return SourceKeySummary(tuple(candidates), False)
+        if not count_rows:
+            return SourceKeySummary(tuple(candidates), False)
+        with small_result_query(source.sparkSession):
+            return SourceKeySummary(tuple(candidates), False, rows=int(source.count()))
 
     keys = all_keys or ([prune_key] if prune_key is not None else [])
     if prune_key is not None and prune_key not in keys:
