@@ -7,10 +7,11 @@ enough to broadcast, the same rows come from two joins that stream the target in
 - job 1 joins the broadcast source with the candidate files (inner) and keeps the matched rows'
   join keys, file, row position and action code (in DV mode also the new values of updated rows)
   in a persisted DataFrame; one aggregation of it gives the touched files, the new deletion
-  vectors and the matched row positions. Those positions are the multiple-match check: a
-  position listed twice means a target row matched by two source rows, and the merge goes to the
-  Delta-shaped path, which reports it. (The source-key summary checks uniqueness up front only
-  when this variant cannot apply: its per-key aggregation costs more than the positions.)
+  vectors. In DV mode, where the matched row positions reach the driver anyway, they are the
+  multiple-match check: a position listed twice means a target row matched by two source rows,
+  and the merge goes to the Delta-shaped path, which reports it (the source-key summary then
+  skips its per-key aggregation). In copy-on-write mode the summary checks uniqueness up front:
+  reading and collecting the positions there would cost more than the aggregation.
 - job 2 writes ``touched files LEFT JOIN broadcast(source)`` (copy-on-write: matched and copied
   rows; in DV mode the matched rows come from the persisted DataFrame and the target is not read
   again) plus ``source LEFT ANTI JOIN matched keys`` (the NOT MATCHED rows), one projection.
@@ -128,18 +129,17 @@ class SourceNotUnique(Exception):
     Delta-shaped path, which reports the error (or allows it, for a lone unconditional DELETE)."""
 
 
-def _row_lists(rows: list, *, deletion_vectors: bool, verify: bool) -> dict[str, list[int]]:
-    """Per file: the positions of its changed rows (DV mode); raises ``SourceNotUnique`` when
-    ``verify`` and a position was matched twice. With both, each value is ``position * 2 + changed``."""
+def _row_lists(rows: list, *, verify: bool) -> dict[str, list[int]]:
+    """Per file: the positions of its changed rows. With ``verify`` each collected value is
+    ``position * 2 + changed`` over every matched row, and a position seen twice raises
+    ``SourceNotUnique``."""
     out: dict[str, list[int]] = {}
     for r in rows:
         values = list(r["rows"] or [])
         if verify:
-            positions = [v >> 1 for v in values] if deletion_vectors else values
-            if len(set(positions)) != len(positions):
+            if len({v >> 1 for v in values}) != len(values):
                 raise SourceNotUnique()
-            if deletion_vectors:
-                values = [v >> 1 for v in values if v & 1]
+            values = [v >> 1 for v in values if v & 1]
         out[r[FILE_COL]] = values
     return out
 
@@ -151,13 +151,12 @@ def find_matches(
     rm = ctx.rm
     start = time.monotonic()
     keys = equi_keys(rm, bounded_only=False)
-    # Source uniqueness not checked by the summary: every matched row position goes to the driver
-    # (as DV mode's changed positions already do) and must appear once.
-    verify = ctx.source_unique is None
-    positions = deletion_vectors or verify
+    # DV mode without an up-front uniqueness check: every matched row position goes to the driver
+    # (with a bit for "changed") and must appear once.
+    verify = deletion_vectors and ctx.source_unique is None
     source, source_rows = observed_count(ctx.source, "numSourceRows")
     source = source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
-    target = ctx.target(candidates, with_file=True, with_row_index=positions).selectExpr(
+    target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).selectExpr(
         "*", f"true AS {TARGET_PRESENT}"
     )
     joined = F.broadcast(source).join(target, on=ctx.condition(), how="inner")
@@ -169,9 +168,8 @@ def find_matches(
         f"CAST(({touch_sql(rm)}) AS INT) AS {_TOUCH}",
         ACTION,
     ]
-    if positions:
-        keep.append(ROW_INDEX_COL)
     if deletion_vectors:
+        keep.append(ROW_INDEX_COL)
         outs = output_sql(rm, has_target=True, copies=False)
         keep += [f"{c} AS {_VALUE}{j}" for j, c in enumerate(outs)]
     matched = joined.selectExpr(*keep).persist(StorageLevel.MEMORY_AND_DISK)
@@ -182,15 +180,13 @@ def find_matches(
         aggs.append(F.collect_list(encoded).alias("rows"))
     elif deletion_vectors:
         aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
-    elif verify:
-        aggs.append(F.collect_list(ROW_INDEX_COL).alias("rows"))
     try:
         with (
             job_phase(ctx.spark, "MERGE operation - scanning files for matches"),
             small_result_query(ctx.spark),
         ):
             rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
-        lists = _row_lists(rows, deletion_vectors=deletion_vectors, verify=verify) if positions else {}
+        lists = _row_lists(rows, verify=verify) if deletion_vectors else {}
     except BaseException:
         matched.unpersist()
         ctx.metrics.scanTimeMs += timed_ms(start)
