@@ -20,19 +20,23 @@ NOTES: dict[str, str] = {
         "preparation of job 2 0.86 s (two broadcast jobs of 0.25 s, the 500k-row hash relation and the plan), "
         "and 0.03 s for footer statistics and the commit. Done this session: SQL-text expressions (a third "
         "fewer Python→JVM round trips), job 2 reusing job 1's scan, no AQE re-planning in the broadcast-only "
-        "write (median 8.64 s → 6.4 s, with warm-up rounds now excluded from every engine's timing). What would "
-        "close the rest: checking source uniqueness inside job 1 (collect the matched row positions, as DV mode "
-        "already does, and let the summary do only the cheap per-bucket min/max), which saves most of the "
-        "summary's aggregation; and one Spark query for both jobs so the source is broadcast once. At 20M rows "
-        "the fixed part weighs less and the target is met (see above)."
+        "write (median 8.64 s → 6.4-6.8 s, with warm-up rounds now excluded from every engine's timing). Tried "
+        "and measured, not kept for copy-on-write: checking uniqueness from job 1's matched row positions "
+        "instead of the summary's per-key aggregation (A/B, 5M spread: 6.38 s against 5.94 s; the summary gets "
+        "0.3 s cheaper, but reading and collecting 400k positions costs job 1 more; DV mode, which collects "
+        "them anyway, keeps it). What would close the rest: one Spark query for both jobs so the source is "
+        "broadcast and hashed once, and fewer DataFrame analyses on the driver. At 20M rows the fixed part "
+        "weighs less and the target is met (see above)."
     ),
     "dv_vs_delta_rs": (
         "delta-rs runs the whole merge natively in one process (DataFusion, no JVM, no job scheduling, no "
         "Python↔JVM round trips). deltamerge's DV merge reads the target once (keys and row positions), writes "
-        "only the changed rows and one DV file: source-key summary ~0.5 s, job 1 ~1.9 s (broadcast source, "
-        "scan of 5M keys computing the new values of matched rows, persisted), deletion vectors ~0.3 s "
-        "(positions to the driver, pyroaring, one DV file), job 2 ~0.7 s (persisted changed rows plus the "
-        "unmatched source rows, the target is not read again) and the commit. The gap closes with table size "
+        "only the changed rows and one DV file (profile of a 4.1 s merge): source-key summary 0.2 s (in DV mode "
+        "without the per-key uniqueness aggregation: job 1's matched positions are the multiple-match check), "
+        "job 1 2.8 s (broadcast of the source 0.23 s, its hash relation and planning 0.3 s, the scan of 5M keys "
+        "and positions computing the new values of matched rows, persisted, 1.8 s, the positions to the driver "
+        "and the duplicate check 0.2 s), job 2 with the DV file 1.05 s (persisted changed rows plus the "
+        "unmatched source rows; the target is not read again) and the commit. The gap closes with table size "
         "(delta-rs rewrites every touched file, deltamerge reads only the key column): at 20M rows deltamerge "
         "is faster than delta-rs (see above)."
     ),
@@ -68,9 +72,11 @@ OBSERVATIONS: list[str] = [
     "(`materializeSourceTimeMs` = 0 above); file scans of other directories, local data, non-deterministic "
     "operators and UDFs still are.",
     "Before job 1, one aggregation of the source's join keys prunes the candidate files by their min/max "
-    "statistics (dynamic file pruning: the 1-of-100 upsert reads one target file) and shows whether the source "
-    "is unique on the ON condition's equi-join columns. A unique source small enough to broadcast takes the "
-    "broadcast variant: no shuffle of the target in either job; in DV mode the target is scanned once.",
+    "statistics (dynamic file pruning: the 1-of-100 upsert reads one target file) and counts the source; in "
+    "copy-on-write mode it also shows whether the source is unique on the ON condition's equi-join columns "
+    "(DV mode checks the matched row positions in job 1 instead). A source small enough to broadcast, with no "
+    "target row matched twice, takes the broadcast variant: no shuffle of the target in either job; in DV "
+    "mode the target is scanned once.",
     "Snapshot load: the checkpoint's file actions stay Arrow columns and AddFile objects are built lazily; "
     "scans of more than 32 files list them on the driver instead of in a Spark listing job.",
     "Insert-only runs as one job (source LEFT ANTI JOIN candidate files, after dynamic file pruning).",
