@@ -130,21 +130,13 @@ def _driver_side_listing(spark: SparkSession, n_paths: int) -> Iterator[None]:
     own once there are more than 32 paths (~0.3-0.5 s per scan). The paths are explicit files
     of a local table, so reading their status on the driver is faster; Connect resolves the plan
     on the server later, where this session-level switch would not apply."""
-    from deltamerge.spark.session import is_connect
+    from deltamerge.spark.session import is_connect, temporary_settings
 
     if n_paths <= 32 or n_paths > _DRIVER_LISTING_MAX or is_connect(spark):
         yield
         return
-    conf = spark.conf
-    previous = conf.get(_LISTING_THRESHOLD, None)
-    conf.set(_LISTING_THRESHOLD, str(n_paths + 1))
-    try:
+    with temporary_settings(spark, {_LISTING_THRESHOLD: str(n_paths + 1)}):
         yield
-    finally:
-        if previous is None:
-            conf.unset(_LISTING_THRESHOLD)
-        else:
-            conf.set(_LISTING_THRESHOLD, previous)
 
 
 def _scan_group(

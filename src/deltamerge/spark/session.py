@@ -113,6 +113,27 @@ def _describe_jobs(spark: SparkSession, description: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def temporary_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set session settings for the duration of a block and restore (or unset) them after.
+    Classic sessions only: on Connect each setting costs a round trip, so nothing is changed."""
+    if is_connect(spark):
+        yield
+        return
+    conf = spark.conf
+    previous = {k: conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, old in previous.items():
+            if old is None:
+                conf.unset(k)
+            else:
+                conf.set(k, old)
+
+
+@contextlib.contextmanager
 def small_result_query(spark: SparkSession) -> Iterator[None]:
     """Run an aggregation whose result is a handful of rows (per-file or per-bucket summaries)
     without adaptive execution: AQE submits every shuffle stage as a job of its own and plans
@@ -123,24 +144,14 @@ def small_result_query(spark: SparkSession) -> Iterator[None]:
     if is_connect(spark):
         yield
         return
-    conf = spark.conf
-    keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
-    previous = {k: conf.get(k, None) for k in keys}
     try:
-        configured = int(previous["spark.sql.shuffle.partitions"] or 200)
+        configured = int(spark.conf.get("spark.sql.shuffle.partitions", None) or 200)
     except ValueError:
         configured = 200
     partitions = max(1, min(configured, max(4, spark.sparkContext.defaultParallelism)))
-    conf.set("spark.sql.adaptive.enabled", "false")
-    conf.set("spark.sql.shuffle.partitions", str(partitions))
-    try:
+    settings = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(partitions)}
+    with temporary_settings(spark, settings):
         yield
-    finally:
-        for k, v in previous.items():
-            if v is None:
-                conf.unset(k)
-            else:
-                conf.set(k, v)
 
 
 @contextlib.contextmanager
@@ -149,17 +160,5 @@ def without_adaptive(spark: SparkSession) -> Iterator[None]:
     has nothing to re-plan, but it would still submit every broadcast as a job of its own and plan
     again after them; without it Spark builds the broadcasts concurrently as the query starts.
     Classic sessions only (on Connect each setting costs a round trip)."""
-    if is_connect(spark):
+    with temporary_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
         yield
-        return
-    conf = spark.conf
-    key = "spark.sql.adaptive.enabled"
-    previous = conf.get(key, None)
-    conf.set(key, "false")
-    try:
-        yield
-    finally:
-        if previous is None:
-            conf.unset(key)
-        else:
-            conf.set(key, previous)
