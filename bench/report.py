@@ -45,7 +45,7 @@ NOTES: dict[str, str] = {
         "file (the read bytes above: a few MiB, not the 100 candidates' hundreds; the 'target files read' "
         "column counts candidates after static skipping only). What remains is the fixed per-merge cost on 2 "
         "cores, ~0.9-1.1 s: five short Spark jobs (source-key summary, broadcast of the source, the one-file "
-        "scan, the write) of ~0.5 s together, and ~0.5 s of driver time between them (plan analysis, py4j "
+        "scan, the broadcasts of job 2, the write) of ~0.5 s together, and ~0.5 s of driver time between them (plan analysis, py4j "
         "round trips, the deletion-vector file, footers, the commit). The ratio compares it with a spread "
         "upsert whose own fixed part is the same, so the faster the spread merge, the harder this target: "
         "copy-on-write meets it at 20M rows, where the spread upsert grows with the table; a DV-mode spread "

@@ -65,13 +65,13 @@ from deltamerge.merge.output import (
     counter_columns,
     output_columns,
     output_sql,
-    quote,
     touch_sql,
     written_rows,
 )
 from deltamerge.merge.pruning import equi_keys
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
 from deltamerge.spark.session import conf_getter, job_phase, setting, small_result_query, without_adaptive
+from deltamerge.spark.types import quote_name
 
 _KEY = "__dm_k"
 _TOUCH = "__dm_touch"
@@ -174,12 +174,13 @@ def find_matches(
         keep += [f"{c} AS {_VALUE}{j}" for j, c in enumerate(outs)]
     matched = joined.selectExpr(*keep).persist(StorageLevel.MEMORY_AND_DISK)
     aggs = [F.max(_TOUCH).alias("touched")]
-    modified = changes_target_row(rm, F.col(ACTION))
-    if deletion_vectors and verify:
-        encoded = F.col(ROW_INDEX_COL) * 2 + modified.cast("long")
-        aggs.append(F.collect_list(encoded).alias("rows"))
-    elif deletion_vectors:
-        aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
+    if deletion_vectors:
+        modified = changes_target_row(rm, F.col(ACTION))
+        if verify:  # every matched position, with a bit for "changed"
+            rows_col = F.col(ROW_INDEX_COL) * 2 + modified.cast("long")
+        else:
+            rows_col = F.when(modified, F.col(ROW_INDEX_COL))
+        aggs.append(F.collect_list(rows_col).alias("rows"))
     try:
         with (
             job_phase(ctx.spark, "MERGE operation - scanning files for matches"),
@@ -243,9 +244,8 @@ def write_changes(
     if deletion_vectors:
         # Updated and deleted rows, values already computed in job 1; the target is not read.
         changed = matched.where(f"{ACTION} != {COPY}")
-        parts.append(
-            changed.selectExpr(*[f"{_VALUE}{j} AS {quote(n)}" for j, n in enumerate(final_names)], ACTION)
-        )
+        values = [f"{_VALUE}{j} AS {quote_name(n)}" for j, n in enumerate(final_names)]
+        parts.append(changed.selectExpr(*values, ACTION))
     else:
         source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
         target = ctx.target(touched).selectExpr("*", f"true AS {TARGET_PRESENT}")

@@ -38,11 +38,6 @@ def sql_col(node) -> Column:  # type: ignore[no-untyped-def]
 # (thousands per merge), which is a visible part of a small merge's wall time.
 
 
-def quote(name: str) -> str:
-    """A Spark SQL identifier in backticks."""
-    return quote_name(name)
-
-
 def _cond_sql(c: ResolvedClause) -> str:
     return "true" if c.condition is None else f"({to_sql(c.condition)})"
 
@@ -63,7 +58,7 @@ def action_sql(rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> str:
     if not has_source:
         return by_source
     matched = _first_true_sql(rm.of_kind(ClauseKind.MATCHED), COPY)
-    sp, tp = quote(SOURCE_PRESENT), quote(TARGET_PRESENT)
+    sp, tp = quote_name(SOURCE_PRESENT), quote_name(TARGET_PRESENT)
     return (
         f"CASE WHEN {sp} IS NOT NULL AND {tp} IS NOT NULL THEN {matched} "
         f"WHEN {sp} IS NULL THEN {by_source} ELSE {inserts} END"
@@ -79,7 +74,7 @@ def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> l
     """``output_columns`` as SQL text, one ``CASE ... END`` per final column (unaliased)."""
     schema: StructType = rm.final_schema
     n_target = len(rm.target_schema.fields)
-    action = quote(ACTION)
+    action = quote_name(ACTION)
     out: list[str] = []
     # Without a target side only INSERT clauses can apply (UPDATE outputs refer to target columns).
     writers = [
@@ -89,7 +84,7 @@ def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> l
         # Analysis already cast every value to its final column type (casting.py: by-name structs,
         # store-assignment policy); ``keep_values`` is the unchanged target value in that type.
         if has_target and j < n_target:
-            keep = to_sql(rm.keep_values[j]) if rm.keep_values else quote(tcol(j))
+            keep = to_sql(rm.keep_values[j]) if rm.keep_values else quote_name(tcol(j))
         else:
             keep = to_sql(typed_null(field.dataType))
         values: list[tuple[int, str]] = []
@@ -122,7 +117,7 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) 
     """
     names = [f.name for f in rm.final_schema.fields]
     texts = output_sql(rm, has_target=has_target, copies=copies)
-    return [F.expr(f"{t} AS {quote(n)}") for t, n in zip(texts, names, strict=True)]
+    return [F.expr(f"{t} AS {quote_name(n)}") for t, n in zip(texts, names, strict=True)]
 
 
 def touch_sql(rm: ResolvedMerge) -> str:
@@ -161,7 +156,7 @@ def removed_codes(rm: ResolvedMerge) -> list[int]:
 
 def counter_columns(rm: ResolvedMerge) -> list[Column]:
     """Aggregates for ``observe``: rows per clause plus copied rows."""
-    action = quote(ACTION)
+    action = quote_name(ACTION)
     cols = [F.expr(f"count_if({action} = {c.index}) AS clause_{c.index}") for c in rm.clauses]
     cols.append(F.expr(f"count_if({action} = {COPY}) AS copied"))
     return cols
@@ -176,4 +171,4 @@ def project_output(df: DataFrame, rm: ResolvedMerge, *, has_source: bool, has_ta
 def written_rows(projected: DataFrame, rm: ResolvedMerge) -> DataFrame:
     """Only the rows that go into data files, without the action code."""
     codes = ", ".join(str(c) for c in removed_codes(rm))
-    return projected.where(f"{quote(ACTION)} NOT IN ({codes})").drop(ACTION)
+    return projected.where(f"{quote_name(ACTION)} NOT IN ({codes})").drop(ACTION)
