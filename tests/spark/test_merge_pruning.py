@@ -8,6 +8,9 @@ it keeps.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import pathlib
 
 import pytest
 from pyspark.sql import functions as F
@@ -418,42 +421,70 @@ def test_job_two_reuses_job_one_scan(spark, tmp_path, monkeypatch):
 
 
 def _spy_broadcast(monkeypatch):
-    """Record find_matches calls and whether each fell back (SourceNotUnique)."""
+    """Record the broadcast variant's two jobs: ``matched`` / ``written`` when they complete,
+    ``fallback`` when one found a target row matched twice (SourceNotUnique)."""
     from deltamerge.merge import broadcast
 
     outcomes: list[str] = []
-    real = broadcast.find_matches
 
-    def spy(*a, **k):  # type: ignore[no-untyped-def]
-        try:
-            out = real(*a, **k)
-        except broadcast.SourceNotUnique:
-            outcomes.append("fallback")
-            raise
-        outcomes.append("broadcast")
-        return out
+    def spy_on(name: str, done: str) -> None:
+        real = getattr(broadcast, name)
 
-    monkeypatch.setattr(broadcast, "find_matches", spy)
+        def spy(*a, **k):  # type: ignore[no-untyped-def]
+            try:
+                out = real(*a, **k)
+            except broadcast.SourceNotUnique:
+                outcomes.append("fallback")
+                raise
+            outcomes.append(done)
+            return out
+
+        monkeypatch.setattr(broadcast, name, spy)
+
+    spy_on("find_matches", "matched")
+    spy_on("write_changes", "written")
     return outcomes
 
 
+def _data_files(path):
+    return sorted(p.name for p in pathlib.Path(path).rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["stats", "no-stats"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_job_one_detects_multiple_matches(spark, tmp_path, monkeypatch, dv):
-    """DV mode checks uniqueness in job 1 (matched positions) and falls back to the Delta-shaped
-    path, copy-on-write in the source-key summary (no broadcast attempt); either way Delta's error,
-    table unchanged."""
+def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch, dv, stats):
+    """No up-front uniqueness check: DV mode finds the duplicate in job 1 (matched positions),
+    copy-on-write in its write (more joined rows than target rows: the files' statistics, or an
+    observed count without them). Either way the written files are deleted, the Delta-shaped path
+    raises Delta's error and the table is unchanged."""
     from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
 
     outcomes = _spy_broadcast(monkeypatch)
     path = str(tmp_path / "t")
     _table(spark, path, dv=dv)
+    if not stats:
+        _drop_stats(path)
     before = _rows(spark, path)
+    files = _data_files(path)
     version = DeltaLog.for_table(path).update().version
     src = spark.createDataFrame([(5, 1, None), (5, 2, None), (700, 3, None)], "id long, v int, d date")
     with pytest.raises(MultipleSourceRowMatchingTargetRowError):
         _run(spark, path, src, "t.id = s.id", UPSERT)
-    assert outcomes == (["fallback"] if dv else [])
+    assert outcomes == (["fallback"] if dv else ["matched", "fallback"])
     assert _rows(spark, path) == before and DeltaLog.for_table(path).update().version == version
+    assert _data_files(path) == files  # nothing the failed write produced is left behind
+
+
+def _drop_stats(path):
+    log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
+    with open(log_file) as f:
+        lines = [json.loads(line) for line in f]
+    for a in lines:
+        if "add" in a:
+            a["add"].pop("stats", None)
+    with open(log_file, "w") as out:
+        out.write("\n".join(json.dumps(a) for a in lines) + "\n")
+    DeltaLog.clear_cache()
 
 
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
@@ -463,17 +494,29 @@ def test_job_one_duplicates_allowed_for_lone_unconditional_delete(spark, tmp_pat
     _table(spark, path, dv=dv)
     src = spark.createDataFrame([(5, 1, None), (5, 2, None), (9, 3, None)], "id long, v int, d date")
     res = _run(spark, path, src, "t.id = s.id", [("whenMatchedDelete",)])
-    assert outcomes == (["fallback"] if dv else [])
+    assert outcomes == (["fallback"] if dv else ["matched", "fallback"])
     assert res[2] == 2  # Delta counts each deleted target row once
     ids = {r[0] for r in _rows(spark, path)}
     assert 5 not in ids and 9 not in ids and len(ids) == 998
+    # The commit holds only the Delta-shaped path's files (the broadcast write's are deleted).
+    snap = DeltaLog.for_table(path).update()
+    live = {os.path.basename(f.path) for f in snap.files}
+    assert set(_data_files(path)) - live <= {os.path.basename(p) for p in _removed(path)}
+
+
+def _removed(path):
+    log = DeltaLog.for_table(path)
+    out = []
+    for v in range(log.update().version + 1):
+        out += [a.path for a in log.read_commit(v) if type(a).__name__ == "RemoveFile"]
+    return out
 
 
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkeypatch, dv):
     """Two source rows share a key but the rest of the ON condition sends them to different target
-    rows: no target row matches twice. DV mode's job-1 check lets the broadcast variant complete;
-    copy-on-write's up-front check sees a duplicate key and takes the Delta-shaped path."""
+    rows: no target row matches twice. The broadcast variant's own checks (job 1's positions in DV
+    mode, the write's row counts in copy-on-write mode) let it complete."""
     outcomes = _spy_broadcast(monkeypatch)
     path = str(tmp_path / "t")
     df = spark.createDataFrame([(1, 0, "a"), (1, 5, "b"), (2, 0, "c")], "id long, k int, s string")
@@ -481,6 +524,32 @@ def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkey
     src = spark.createDataFrame([(1, 0, "A"), (1, 5, "B"), (3, 0, "D")], "id long, k int, s string")
     # ``s.k + 0`` is no plain equi-join column: the key tuple is (id) alone, duplicated in the source.
     res = _run(spark, path, src, "t.id = s.id AND t.k = s.k + 0", UPSERT)
-    assert outcomes == (["broadcast"] if dv else [])
+    assert outcomes == ["matched", "written"]
     assert res == (3, 2, 0, 1)
+    assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
+
+
+@pytest.mark.parametrize("broadcast_on", [True, False], ids=["broadcast", "delta-shaped"])
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+@pytest.mark.parametrize(
+    "cond", ["t.id = s.id AND t.k = s.k + 0", "t.id = s.id AND s.k < 3"], ids=["mixed", "source-only"]
+)
+def test_unmatched_source_row_sharing_a_matched_key_is_inserted(
+    spark, tmp_path, monkeypatch, dv, broadcast_on, cond
+):
+    """A source row whose join key equals a matched row's key but which fails the rest of the ON
+    condition matches nothing: it is inserted (the broadcast variant's anti join once dropped it)."""
+    outcomes = _spy_broadcast(monkeypatch)
+    path = str(tmp_path / "t")
+    df = spark.createDataFrame([(1, 0, "a"), (2, 0, "c")], "id long, k int, s string")
+    deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
+    src = spark.createDataFrame([(1, 0, "A"), (1, 5, "B"), (3, 0, "D")], "id long, k int, s string")
+    if not broadcast_on:
+        spark.conf.set("spark.deltamerge.merge.broadcastSourceMaxBytes", "0")
+    try:
+        res = _run(spark, path, src, cond, UPSERT)
+    finally:
+        spark.conf.unset("spark.deltamerge.merge.broadcastSourceMaxBytes")
+    assert outcomes == (["matched", "written"] if broadcast_on else [])
+    assert res == (3, 1, 0, 2)
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]

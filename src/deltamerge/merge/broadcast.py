@@ -10,11 +10,14 @@ enough to broadcast, the same rows come from two joins that stream the target in
   vectors. In DV mode, where the matched row positions reach the driver anyway, they are the
   multiple-match check: a position listed twice means a target row matched by two source rows,
   and the merge goes to the Delta-shaped path, which reports it (the source-key summary then
-  skips its per-key aggregation). In copy-on-write mode the summary checks uniqueness up front:
-  reading and collecting the positions there would cost more than the aggregation.
+  skips its per-key aggregation).
 - job 2 writes ``touched files LEFT JOIN broadcast(source)`` (copy-on-write: matched and copied
   rows; in DV mode the matched rows come from the persisted DataFrame and the target is not read
-  again) plus ``source LEFT ANTI JOIN matched keys`` (the NOT MATCHED rows), one projection.
+  again) plus ``source LEFT ANTI JOIN matched keys`` (the NOT MATCHED rows), one projection. In
+  copy-on-write mode the left join is the multiple-match check: it yields one row per target row
+  unless a target row matched twice, so more rows out (the observed counters) than in (the
+  files' statistics) discards the written files and takes the Delta-shaped path. Collecting row
+  positions in job 1 instead would cost more than the write's free counters.
 
 Not used with NOT MATCHED BY SOURCE clauses or the change data feed; those take the Delta-shaped
 path in ``classic.py``.
@@ -23,8 +26,9 @@ path in ``classic.py``.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -51,7 +55,7 @@ from pyspark.sql.types import (
 
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddCDCFile, AddFile
-from deltamerge.merge.analysis import scol
+from deltamerge.merge.analysis import tcol
 from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
 from deltamerge.merge.output import (
@@ -73,7 +77,6 @@ from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
 from deltamerge.spark.session import conf_getter, job_phase, setting, small_result_query, without_adaptive
 from deltamerge.spark.types import quote_name
 
-_KEY = "__dm_k"
 _TOUCH = "__dm_touch"
 _VALUE = "__dm_v"
 
@@ -150,7 +153,6 @@ def find_matches(
     """Job 1: touched files (and DV row positions), plus the persisted matched rows."""
     rm = ctx.rm
     start = time.monotonic()
-    keys = equi_keys(rm, bounded_only=False)
     # DV mode without an up-front uniqueness check: every matched row position goes to the driver
     # (with a bit for "changed") and must appear once.
     verify = deletion_vectors and ctx.source_unique is None
@@ -163,7 +165,9 @@ def find_matches(
     # SQL text in selectExpr (fewer Python->JVM round trips than Column objects).
     joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
     keep = [
-        *[f"{scol(k.source_index)} AS {_KEY}{i}" for i, k in enumerate(keys)],
+        # The matched rows' target columns of the ON condition: a source row is unmatched when
+        # the condition holds for none of them (``_unmatched_source``).
+        *[tcol(i) for i in ctx.condition_target_columns()],
         FILE_COL,
         f"CAST(({touch_sql(rm)}) AS INT) AS {_TOUCH}",
         ACTION,
@@ -221,14 +225,38 @@ def try_find_matches(
 
 
 def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
-    """Source rows no target row matched (the NOT MATCHED candidates), with their action code."""
+    """Source rows no target row matched (the NOT MATCHED candidates), with their action code.
+
+    Every target row a source row matches is among the matched rows, so the ON condition against
+    their target columns decides it (the equi-join keys alone would not: a source row sharing a
+    key with a matched one may still fail the rest of the condition).
+    """
     rm = ctx.rm
-    keys = equi_keys(rm, bounded_only=False)
-    matched_keys = matched.select(*[f"{_KEY}{i}" for i in range(len(keys))])
-    conds = [f"{scol(k.source_index)} {'<=>' if k.null_safe else '='} {_KEY}{i}" for i, k in enumerate(keys)]
-    # The matched keys are at most the source's rows, which fit the broadcast limit.
-    unmatched = ctx.source.join(F.broadcast(matched_keys), on=F.expr(" AND ".join(conds)), how="left_anti")
+    matched_targets = matched.select(*[tcol(i) for i in ctx.condition_target_columns()])
+    # The matched rows are at most the source's rows, which fit the broadcast limit.
+    unmatched = ctx.source.join(F.broadcast(matched_targets), on=ctx.condition(), how="left_anti")
     return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
+
+
+def _live_rows(files: Sequence[AddFile]) -> int | None:
+    """Rows a scan of ``files`` yields, from their statistics (None when a file has none)."""
+    total = 0
+    for f in files:
+        n = f.num_records
+        if n is None:
+            return None
+        total += n - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
+    return total
+
+
+def _undo_write(ctx: MergeContext, written: int, added: tuple[int, int, int]) -> None:
+    """Delete the files of a write that will not be committed and restore its metrics."""
+    for rel in ctx.written_paths[written:]:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(ctx.table_root, rel))
+    del ctx.written_paths[written:]
+    m = ctx.metrics
+    m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = added
 
 
 def write_changes(
@@ -239,6 +267,10 @@ def write_changes(
     m = ctx.metrics
     start = time.monotonic()
     final_names = [f.name for f in rm.final_schema.fields]
+    # Copy-on-write without an up-front uniqueness check: the left join yields one row per target
+    # row unless a target row matched twice, so rows out > rows in is the multiple-match check.
+    verify = not deletion_vectors and ctx.source_unique is None
+    target_rows: Callable[[], int] = lambda: 0  # noqa: E731
     inserting = bool(rm.of_kind(ClauseKind.NOT_MATCHED))
     parts: list[DataFrame] = []
     if deletion_vectors:
@@ -249,6 +281,12 @@ def write_changes(
     else:
         source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
         target = ctx.target(touched).selectExpr("*", f"true AS {TARGET_PRESENT}")
+        if verify:
+            known = _live_rows(touched)
+            if known is None:  # a file without statistics: count the rows as they are read
+                target, target_rows = observed_count(target, "targetRows")
+            else:
+                target_rows = lambda: known  # noqa: E731
         rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
         rewritten = rewritten.selectExpr(
             "*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}"
@@ -266,13 +304,23 @@ def write_changes(
         if deletion_vectors
         else f"MERGE operation - Rewriting {len(touched)} files"
     )
+    written_before = len(ctx.written_paths)
+    added_before = (m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo)
     try:
         # Every join here is a broadcast; partitioned tables shuffle before the write (AQE kept).
         adaptive = contextlib.nullcontext() if ctx.partition_columns else without_adaptive(ctx.spark)
         with job_phase(ctx.spark, phase), adaptive:
             adds = ctx.write(written_rows(out, rm))
-
-        m.add_clause_counts(rm, get_counts(lambda: count_actions(out, rm)))
+        counts = get_counts(lambda: count_actions(out, rm))
+        if verify:
+            joined_rows = counts.get("copied", 0) + sum(
+                counts.get(f"clause_{c.index}", 0) for c in rm.of_kind(ClauseKind.MATCHED)
+            )
+            if joined_rows > target_rows():
+                _undo_write(ctx, written_before, added_before)
+                m.rewriteTimeMs += timed_ms(start)
+                raise SourceNotUnique()
+        m.add_clause_counts(rm, counts)
     finally:
         matched.unpersist()
     # Delta's second scan reads the source rows job 1 counted (the source is deterministic here:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import functions as F
-from sqlglot import exp
 
 from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
 from deltamerge.log.actions import Action, AddCDCFile, AddFile
@@ -64,7 +63,7 @@ def _multiple_match_error(
     # Error path only: name a few offending target rows so the user can fix the source at once.
     target = ctx.target(candidates, with_file=True, with_row_index=True)
     joined = ctx.source.withColumn(SOURCE_PRESENT, F.lit(True)).join(target, on=ctx.condition(), how="inner")
-    key_cols = sorted(_target_columns_in(ctx))
+    key_cols = ctx.condition_target_columns()
     shown_cols = [F.col(tcol(i)).alias(ctx.rm.target_schema.fields[i].name) for i in key_cols]
     dup = joined.groupBy(FILE_COL, ROW_INDEX_COL).agg(F.count(F.lit(1)).alias("n")).where("n > 1")
     n_rows = dup.count()
@@ -90,11 +89,6 @@ def _multiple_match_error(
         f"multiple matches. Please refer to\n{_USAGE}{detail}. "
         "Deduplicate the source on the merge key (e.g. with a window or groupBy) and retry."
     )
-
-
-def _target_columns_in(ctx: MergeContext) -> set[int]:
-    names = {col.name for col in ctx.rm.condition.find_all(exp.Column)}
-    return {i for i in range(len(ctx.rm.target_schema.fields)) if tcol(i) in names}
 
 
 def find_touched_files(
@@ -245,9 +239,16 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
         if not files:
             matched.unpersist()
             return list(inserts_without_matches(ctx, True))
-        adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
-        touched = TouchedFiles(files, 0)
-    else:
+        try:
+            adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
+        except broadcast.SourceNotUnique:
+            # A target row matched twice (its files are gone again): the Delta-shaped path
+            # reports it, or allows it for a lone unconditional DELETE.
+            ctx.source_unique = False
+            found = None
+        else:
+            touched = TouchedFiles(files, 0)
+    if found is None:
         touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
         if not touched.files:
             return list(inserts_without_matches(ctx, bool(candidates)))

@@ -239,9 +239,9 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     """One job over the source's join keys (``merge/pruning.py``): the candidates after dynamic
     file pruning, the source's row count, and whether job 1 can skip its per-row aggregation.
 
-    ``ctx.source_unique``: True/False when the summary checked uniqueness; None in DV mode when the
-    broadcast variant can apply, whose job 1 checks the matched row positions itself
-    (``merge/broadcast.py``), so the summary skips its costliest part, an aggregation per key.
+    ``ctx.source_unique``: True/False when the summary checked uniqueness; None when the broadcast
+    variant can apply, which checks the matches itself (``merge/broadcast.py``), so the summary
+    skips its costliest part, an aggregation per key.
 
     No pruning with NOT MATCHED BY SOURCE clauses: they act on target rows no source row matches.
     Metrics and the transaction's read set keep the statically skipped candidates.
@@ -257,9 +257,9 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
         and bool(setting(ctx.spark, SessionConf.DYNAMIC_FILE_PRUNING))
     )
     matching = plan.executor != "insertOnly" and bool(candidates)
-    # Only in DV mode: there job 1 collects row positions anyway; in copy-on-write mode collecting
-    # them costs more than the per-key aggregation they would save.
-    later = matching and plan.deletion_vectors and broadcast.eligible(ctx)
+    # The broadcast variant checks the matches itself (DV mode: job 1's row positions; copy-on-write:
+    # the rows its write reads and joins), so the per-key aggregation is not needed up front.
+    later = matching and broadcast.eligible(ctx)
     if not prune and not matching:
         return candidates
     with job_phase(ctx.spark, "MERGE operation - summarizing source keys"):

@@ -79,6 +79,13 @@ class MergeContext:
         self._scan_cache = (key, df, with_file, with_row_index)
         return df
 
+    def condition_target_columns(self) -> list[int]:
+        """Indexes of the target columns the ON condition reads."""
+        from sqlglot import exp
+
+        names = {col.name for col in self.rm.condition.find_all(exp.Column)}
+        return [i for i in range(len(self.rm.target_schema.fields)) if tcol(i) in names]
+
     def condition(self) -> Column:
         """The ON condition over internal names."""
         from deltamerge.merge.output import sql_col
