@@ -133,6 +133,9 @@ class SessionConf:
     BROADCAST_SOURCE_MAX_BYTES = Setting(
         "spark.deltamerge.merge.broadcastSourceMaxBytes", 64 * 1024 * 1024, int
     )
+    # deltamerge's own: largest number of live rows in the candidate files for which the broadcast
+    # variant runs as one Spark job (merge/single_pass.py); 0 turns the single pass off.
+    SINGLE_PASS_MAX_ROWS = Setting("spark.deltamerge.merge.singlePassMaxRows", 250_000, int)
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
     SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)

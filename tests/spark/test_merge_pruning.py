@@ -7,6 +7,7 @@ it keeps.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -254,6 +255,21 @@ def test_duplicate_source_keys_that_match_nothing_are_fine(spark, tmp_path):
 
 
 BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
+SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
+# The three executions of a broadcast-eligible merge: one pass (merge/single_pass.py), the two-job
+# broadcast variant (merge/broadcast.py) and the Delta-shaped path (merge/classic.py).
+VARIANTS = {"single-pass": {}, "two-job": {SINGLE_PASS: "0"}, "delta-shaped": {BROADCAST: "0"}}
+
+
+@contextlib.contextmanager
+def _settings(spark, conf):
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k in conf:
+            spark.conf.unset(k)
 
 CLAUSE_SETS = {
     "upsert": UPSERT,
@@ -272,11 +288,7 @@ CLAUSE_SETS = {
 def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses):
     """The broadcast variant (merge/broadcast.py) against the Delta-shaped path, incl. a table whose
     files already carry deletion vectors."""
-    from deltamerge.merge import broadcast
-
-    calls = []
-    real = broadcast.find_matches
-    monkeypatch.setattr(broadcast, "find_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _spy_broadcast(monkeypatch)
 
     def source():
         return spark.range(0, 60).select(
@@ -286,19 +298,16 @@ def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses
         )
 
     results = []
-    for limit in ("67108864", "0"):
-        path = str(tmp_path / f"t{limit}")
+    for variant, conf in VARIANTS.items():
+        path = str(tmp_path / f"t-{variant}")
         _table(spark, path, dv=dv)
         if dv:  # existing deletion vectors on some files
             DeltaTable.forPath(spark, path).delete("id % 50 = 7")
-        spark.conf.set(BROADCAST, limit)
-        try:
+        with _settings(spark, conf):
             res = _run(spark, path, source(), "t.id = s.id", CLAUSE_SETS[clauses])
-        finally:
-            spark.conf.unset(BROADCAST)
         results.append((res, _rows(spark, path)))
-    assert results[0] == results[1]
-    assert calls == [1]
+    assert results[0] == results[1] == results[2]
+    assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
 
 
 def test_small_result_query_restores_settings(spark):
@@ -319,11 +328,7 @@ def test_small_result_query_restores_settings(spark):
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
     """Partitioned target: touched partitions rewritten (or masked), inserts routed by partition."""
-    from deltamerge.merge import broadcast
-
-    calls = []
-    real = broadcast.find_matches
-    monkeypatch.setattr(broadcast, "find_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _spy_broadcast(monkeypatch)
 
     def source():
         return spark.range(0, 40).select(
@@ -333,30 +338,23 @@ def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
         )
 
     results = []
-    for limit in ("67108864", "0"):
-        path = str(tmp_path / f"t{limit}")
+    for variant, conf in VARIANTS.items():
+        path = str(tmp_path / f"t-{variant}")
         _table(spark, path, dv=dv, partition_by=["v"])
-        spark.conf.set(BROADCAST, limit)
-        try:
+        with _settings(spark, conf):
             res = _run(spark, path, source(), "t.id = s.id AND t.v = s.v", UPSERT)
-        finally:
-            spark.conf.unset(BROADCAST)
         results.append((res, _rows(spark, path)))
         snap = DeltaLog.for_table(path).update()
         assert all(set(f.partition_values) == {"v"} for f in snap.files)
-    assert results[0] == results[1]
-    assert calls == [1]
+    assert results[0] == results[1] == results[2]
+    assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
 
 
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_sql_text_expressions_quote_odd_column_names(spark, tmp_path, monkeypatch, dv):
     """The per-row expressions are SQL text (merge/output.py): column names with dots and backticks
     must reach Spark quoted, on the broadcast variant and on the Delta-shaped path alike."""
-    from deltamerge.merge import broadcast
-
-    calls = []
-    real = broadcast.find_matches
-    monkeypatch.setattr(broadcast, "find_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = _spy_broadcast(monkeypatch)
     cols = ["id", "a.b", "c`d"]
 
     def frame(lo, hi, bump):
@@ -365,23 +363,20 @@ def test_sql_text_expressions_quote_odd_column_names(spark, tmp_path, monkeypatc
         )
 
     results = []
-    for limit in ("67108864", "0"):
-        path = str(tmp_path / f"t{limit}")
-        conf = {"delta.enableDeletionVectors": "true"} if dv else None
-        deltamerge.write(frame(0, 400, 0), path, configuration=conf)
-        spark.conf.set(BROADCAST, limit)
-        try:
+    for variant, conf in VARIANTS.items():
+        path = str(tmp_path / f"t-{variant}")
+        props = {"delta.enableDeletionVectors": "true"} if dv else None
+        deltamerge.write(frame(0, 400, 0), path, configuration=props)
+        with _settings(spark, conf):
             src = frame(390, 420, 1000).alias("s")
             m = DeltaTable.forPath(spark, path).alias("t").merge(src, "t.id = s.id")
             m = m.whenMatchedUpdate("s.`a.b` > 1395", {"`c``d`": "concat(s.`c``d`, '!')"})
             res = tuple(m.whenNotMatchedInsertAll().execute().collect()[0])
-        finally:
-            spark.conf.unset(BROADCAST)
         rows = _rows(spark, path)
         assert deltamerge.read(spark, path).columns == cols
         results.append((res, rows))
-    assert results[0] == results[1]
-    assert calls == [1]
+    assert results[0] == results[1] == results[2]
+    assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
     res, rows = results[0]
     assert res == (24, 4, 0, 20)  # 390..395 fail the update's condition: matched, left as they are
     by_id = {r[0]: r for r in rows}
@@ -421,14 +416,15 @@ def test_job_two_reuses_job_one_scan(spark, tmp_path, monkeypatch):
 
 
 def _spy_broadcast(monkeypatch):
-    """Record the broadcast variant's two jobs: ``matched`` / ``written`` when they complete,
-    ``fallback`` when one found a target row matched twice (SourceNotUnique)."""
-    from deltamerge.merge import broadcast
+    """Record the broadcast variant's steps: ``single`` (the one pass completed), ``retry`` (it
+    touched only some copy-on-write candidates), ``matched`` / ``written`` (the two jobs
+    completed), ``fallback`` (a target row matched twice: SourceNotUnique)."""
+    from deltamerge.merge import broadcast, single_pass
 
     outcomes: list[str] = []
 
-    def spy_on(name: str, done: str) -> None:
-        real = getattr(broadcast, name)
+    def spy_on(module, name: str, done: str) -> None:
+        real = getattr(module, name)
 
         def spy(*a, **k):  # type: ignore[no-untyped-def]
             try:
@@ -436,13 +432,17 @@ def _spy_broadcast(monkeypatch):
             except broadcast.SourceNotUnique:
                 outcomes.append("fallback")
                 raise
+            except single_pass._Retry:
+                outcomes.append("retry")
+                raise
             outcomes.append(done)
             return out
 
-        monkeypatch.setattr(broadcast, name, spy)
+        monkeypatch.setattr(module, name, spy)
 
-    spy_on("find_matches", "matched")
-    spy_on("write_changes", "written")
+    spy_on(single_pass, "_write", "single")
+    spy_on(broadcast, "find_matches", "matched")
+    spy_on(broadcast, "write_changes", "written")
     return outcomes
 
 
@@ -450,13 +450,15 @@ def _data_files(path):
     return sorted(p.name for p in pathlib.Path(path).rglob("*.parquet"))
 
 
+@pytest.mark.parametrize("variant", ["single-pass", "two-job"])
 @pytest.mark.parametrize("stats", [True, False], ids=["stats", "no-stats"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch, dv, stats):
-    """No up-front uniqueness check: DV mode finds the duplicate in job 1 (matched positions),
-    copy-on-write in its write (more joined rows than target rows: the files' statistics, or an
-    observed count without them). Either way the written files are deleted, the Delta-shaped path
-    raises Delta's error and the table is unchanged."""
+def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch, dv, stats, variant):
+    """No up-front uniqueness check: the single pass finds the duplicate in its write (copy-on-write:
+    more joined rows than target rows; DV mode: a position listed twice), the two-job variant in
+    job 1 (DV mode) or its write (copy-on-write: the files' statistics, or an observed count
+    without them). Either way the written files are deleted, the Delta-shaped path raises Delta's
+    error and the table is unchanged. Without statistics the single pass does not apply."""
     from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
 
     outcomes = _spy_broadcast(monkeypatch)
@@ -468,9 +470,12 @@ def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch
     files = _data_files(path)
     version = DeltaLog.for_table(path).update().version
     src = spark.createDataFrame([(5, 1, None), (5, 2, None), (700, 3, None)], "id long, v int, d date")
-    with pytest.raises(MultipleSourceRowMatchingTargetRowError):
+    with _settings(spark, VARIANTS[variant]), pytest.raises(MultipleSourceRowMatchingTargetRowError):
         _run(spark, path, src, "t.id = s.id", UPSERT)
-    assert outcomes == (["fallback"] if dv else ["matched", "fallback"])
+    if variant == "single-pass" and stats:
+        assert outcomes == ["fallback"]
+    else:
+        assert outcomes == (["fallback"] if dv else ["matched", "fallback"])
     assert _rows(spark, path) == before and DeltaLog.for_table(path).update().version == version
     assert _data_files(path) == files  # nothing the failed write produced is left behind
 
@@ -487,14 +492,16 @@ def _drop_stats(path):
     DeltaLog.clear_cache()
 
 
+@pytest.mark.parametrize("variant", ["single-pass", "two-job"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_job_one_duplicates_allowed_for_lone_unconditional_delete(spark, tmp_path, monkeypatch, dv):
+def test_job_one_duplicates_allowed_for_lone_unconditional_delete(spark, tmp_path, monkeypatch, dv, variant):
     outcomes = _spy_broadcast(monkeypatch)
     path = str(tmp_path / "t")
     _table(spark, path, dv=dv)
     src = spark.createDataFrame([(5, 1, None), (5, 2, None), (9, 3, None)], "id long, v int, d date")
-    res = _run(spark, path, src, "t.id = s.id", [("whenMatchedDelete",)])
-    assert outcomes == (["fallback"] if dv else ["matched", "fallback"])
+    with _settings(spark, VARIANTS[variant]):
+        res = _run(spark, path, src, "t.id = s.id", [("whenMatchedDelete",)])
+    assert outcomes == (["fallback"] if dv or variant == "single-pass" else ["matched", "fallback"])
     assert res[2] == 2  # Delta counts each deleted target row once
     ids = {r[0] for r in _rows(spark, path)}
     assert 5 not in ids and 9 not in ids and len(ids) == 998
@@ -512,8 +519,19 @@ def _removed(path):
     return out
 
 
+def _completed(outcomes: list[str], variant: str) -> bool:
+    """Whether the variant under test produced the commit (no multiple-match fallback)."""
+    if variant == "delta-shaped":
+        return outcomes == []
+    if variant == "two-job":
+        return outcomes == ["matched", "written"]
+    # One pass, or (copy-on-write, some candidate untouched) a retry with the two jobs.
+    return outcomes in (["single"], ["retry", "matched", "written"])
+
+
+@pytest.mark.parametrize("variant", ["single-pass", "two-job"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkeypatch, dv):
+def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkeypatch, dv, variant):
     """Two source rows share a key but the rest of the ON condition sends them to different target
     rows: no target row matches twice. The broadcast variant's own checks (job 1's positions in DV
     mode, the write's row counts in copy-on-write mode) let it complete."""
@@ -523,19 +541,20 @@ def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkey
     deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
     src = spark.createDataFrame([(1, 0, "A"), (1, 5, "B"), (3, 0, "D")], "id long, k int, s string")
     # ``s.k + 0`` is no plain equi-join column: the key tuple is (id) alone, duplicated in the source.
-    res = _run(spark, path, src, "t.id = s.id AND t.k = s.k + 0", UPSERT)
-    assert outcomes == ["matched", "written"]
+    with _settings(spark, VARIANTS[variant]):
+        res = _run(spark, path, src, "t.id = s.id AND t.k = s.k + 0", UPSERT)
+    assert _completed(outcomes, variant), outcomes
     assert res == (3, 2, 0, 1)
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
 
 
-@pytest.mark.parametrize("broadcast_on", [True, False], ids=["broadcast", "delta-shaped"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize(
     "cond", ["t.id = s.id AND t.k = s.k + 0", "t.id = s.id AND s.k < 3"], ids=["mixed", "source-only"]
 )
 def test_unmatched_source_row_sharing_a_matched_key_is_inserted(
-    spark, tmp_path, monkeypatch, dv, broadcast_on, cond
+    spark, tmp_path, monkeypatch, dv, variant, cond
 ):
     """A source row whose join key equals a matched row's key but which fails the rest of the ON
     condition matches nothing: it is inserted (the broadcast variant's anti join once dropped it)."""
@@ -544,12 +563,58 @@ def test_unmatched_source_row_sharing_a_matched_key_is_inserted(
     df = spark.createDataFrame([(1, 0, "a"), (2, 0, "c")], "id long, k int, s string")
     deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
     src = spark.createDataFrame([(1, 0, "A"), (1, 5, "B"), (3, 0, "D")], "id long, k int, s string")
-    if not broadcast_on:
-        spark.conf.set("spark.deltamerge.merge.broadcastSourceMaxBytes", "0")
-    try:
+    with _settings(spark, VARIANTS[variant]):
         res = _run(spark, path, src, cond, UPSERT)
-    finally:
-        spark.conf.unset("spark.deltamerge.merge.broadcastSourceMaxBytes")
-    assert outcomes == (["matched", "written"] if broadcast_on else [])
+    assert _completed(outcomes, variant), outcomes
     assert res == (3, 1, 0, 2)
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_single_pass_with_untouched_candidates(spark, tmp_path, monkeypatch, dv):
+    """Source keys that pass data skipping for 4 files but match rows of only 2 of them. DV mode
+    keeps its one pass (it writes no copies); copy-on-write deletes its output and retries with
+    the two jobs, which rewrite only the touched files. Same table and counters as the
+    Delta-shaped path, and no file of the discarded write is left."""
+    outcomes = _spy_broadcast(monkeypatch)
+    results = []
+    for variant, conf in VARIANTS.items():
+        path = str(tmp_path / variant)
+        _table(spark, path, n=400, files=4, dv=dv)  # ids 0..399, 100 per file
+        # 50 and 150 match; 260 and 390 fall in the other files' ranges but are odd keys that
+        # do not exist there (the table's odd ids from 200 on are deleted first).
+        DeltaTable.forPath(spark, path).delete("id >= 200 AND id % 2 = 0")
+        src = spark.createDataFrame(
+            [(50, 1, None), (150, 2, None), (260, 3, None), (390, 4, None)], "id long, v int, d date"
+        )
+        outcomes.clear()
+        with _settings(spark, {DFP: "false", **conf}):
+            res = _run(spark, path, src, "t.id = s.id", UPSERT)
+        snap = DeltaLog.for_table(path).update()
+        live = {os.path.basename(f.path) for f in snap.files}
+        on_disk = set(_data_files(path))
+        assert on_disk - live <= {os.path.basename(p) for p in _removed(path)}
+        last = DeltaLog.for_table(path).read_commit(snap.version)
+        removed = sorted(a.path for a in last if type(a).__name__ == "RemoveFile")
+        if variant == "single-pass":
+            assert outcomes == (["single"] if dv else ["retry", "matched", "written"])
+        results.append((res, _rows(spark, path), len(removed)))
+    assert results[0][:2] == results[1][:2] == results[2][:2]
+    assert results[0][0] == (4, 2, 0, 2)
+    assert {r[2] for r in results} == {2}  # only the two touched files lose rows
+
+
+def test_single_pass_limit(spark, tmp_path, monkeypatch):
+    """Candidates with more live rows than ``singlePassMaxRows`` take the two jobs."""
+    outcomes = _spy_broadcast(monkeypatch)
+    path = str(tmp_path / "t")
+    _table(spark, path, n=400, files=4)
+    src = spark.createDataFrame([(5, 1, None), (305, 2, None), (999, 3, None)], "id long, v int, d date")
+    with _settings(spark, {DFP: "false", SINGLE_PASS: "399"}):
+        assert _run(spark, path, src, "t.id = s.id", UPSERT) == (3, 2, 0, 1)
+    assert outcomes == ["matched", "written"]
+    outcomes.clear()
+    src = spark.createDataFrame([(6, 1, None), (306, 2, None)], "id long, v int, d date")
+    with _settings(spark, {DFP: "false", SINGLE_PASS: "401"}):  # 401 live rows: 400 + the insert
+        assert _run(spark, path, src, "t.id = s.id", UPSERT) == (2, 2, 0, 0)
+    assert outcomes in (["single"], ["retry", "matched", "written"])

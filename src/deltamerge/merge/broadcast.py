@@ -238,7 +238,7 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
     return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
 
 
-def _live_rows(files: Sequence[AddFile]) -> int | None:
+def live_rows(files: Sequence[AddFile]) -> int | None:
     """Rows a scan of ``files`` yields, from their statistics (None when a file has none)."""
     total = 0
     for f in files:
@@ -249,7 +249,7 @@ def _live_rows(files: Sequence[AddFile]) -> int | None:
     return total
 
 
-def _undo_write(ctx: MergeContext, written: int, added: tuple[int, int, int]) -> None:
+def undo_write(ctx: MergeContext, written: int, added: tuple[int, int, int]) -> None:
     """Delete the files of a write that will not be committed and restore its metrics."""
     for rel in ctx.written_paths[written:]:
         with contextlib.suppress(OSError):
@@ -282,7 +282,7 @@ def write_changes(
         source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
         target = ctx.target(touched).selectExpr("*", f"true AS {TARGET_PRESENT}")
         if verify:
-            known = _live_rows(touched)
+            known = live_rows(touched)
             if known is None:  # a file without statistics: count the rows as they are read
                 target, target_rows = observed_count(target, "targetRows")
             else:
@@ -317,7 +317,7 @@ def write_changes(
                 counts.get(f"clause_{c.index}", 0) for c in rm.of_kind(ClauseKind.MATCHED)
             )
             if joined_rows > target_rows():
-                _undo_write(ctx, written_before, added_before)
+                undo_write(ctx, written_before, added_before)
                 m.rewriteTimeMs += timed_ms(start)
                 raise SourceNotUnique()
         m.add_clause_counts(rm, counts)

@@ -228,39 +228,51 @@ def copy_on_write_join(ctx: MergeContext) -> str:
     return "full"
 
 
+def _broadcast_variant(
+    ctx: MergeContext, candidates: Sequence[AddFile]
+) -> tuple[list[AddFile], list[AddFile]] | None:
+    """``(touched files, new files)`` from the broadcast variant (one pass or two jobs), or None
+    when it does not apply or a target row matched twice (the Delta-shaped path then reports it,
+    or allows it for a lone unconditional DELETE; the variant's files are gone again)."""
+    from deltamerge.merge import broadcast, single_pass
+
+    done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
+    if done is not None:
+        return done.touched, done.adds
+    found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
+    if found is None:
+        return None
+    files, _, matched = found
+    if not files:
+        matched.unpersist()
+        return [], inserts_without_matches(ctx, True)
+    try:
+        adds, _ = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
+    except broadcast.SourceNotUnique:
+        ctx.source_unique = False
+        return None
+    return files, adds
+
+
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
     m = ctx.metrics
-    from deltamerge.merge import broadcast
-
-    found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
+    cdc: list[AddCDCFile] = []
+    found = _broadcast_variant(ctx, candidates)
     if found is not None:
-        files, _, matched = found
-        if not files:
-            matched.unpersist()
-            return list(inserts_without_matches(ctx, True))
-        try:
-            adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
-        except broadcast.SourceNotUnique:
-            # A target row matched twice (its files are gone again): the Delta-shaped path
-            # reports it, or allows it for a lone unconditional DELETE.
-            ctx.source_unique = False
-            found = None
-        else:
-            touched = TouchedFiles(files, 0)
-    if found is None:
+        files, adds = found
+    else:
         touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
         if not touched.files:
             return list(inserts_without_matches(ctx, bool(candidates)))
         adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
-    m.numTargetFilesRemoved = len(touched.files)
-    m.numTargetBytesRemoved = sum(f.size for f in touched.files)
+        files = touched.files
+    m.numTargetFilesRemoved = len(files)
+    m.numTargetBytesRemoved = sum(f.size for f in files)
     if ctx.partition_columns:
-        m.numTargetPartitionsRemovedFrom = len(
-            {tuple(sorted(f.partition_values.items())) for f in touched.files}
-        )
+        m.numTargetPartitionsRemovedFrom = len({tuple(sorted(f.partition_values.items())) for f in files})
     ts = now_ms()
-    return [*(f.remove(ts) for f in touched.files), *adds, *cdc]
+    return [*(f.remove(ts) for f in files), *adds, *cdc]
 
 
 def inserts_without_matches(ctx: MergeContext, scanned: bool) -> list[AddFile]:

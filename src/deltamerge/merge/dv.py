@@ -88,8 +88,12 @@ def deletion_vector_actions(
 
 def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """DV-mode MERGE: returns the commit's file actions."""
-    from deltamerge.merge import broadcast
+    from deltamerge.merge import broadcast, single_pass
 
+    done = single_pass.try_write(ctx, candidates, deletion_vectors=True)
+    if done is not None:
+        assert done.modified_rows is not None
+        return [*deletion_vector_actions(ctx, done.touched, done.modified_rows), *done.adds]
     found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=True)
     if found is not None:
         files, modified, matched = found

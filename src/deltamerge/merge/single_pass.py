@@ -1,0 +1,189 @@
+"""The broadcast variant as one Spark job, for candidate files of few rows (beyond Delta OSS).
+
+After the source-key summary, a small merge (a CDC micro-batch, an upsert into one file) often has
+a few candidate files left. Finding which of them are touched (job 1) then costs more than it
+saves: its planning, broadcast and Spark job are a large part of the merge's time. When the
+candidates hold at most ``spark.deltamerge.merge.singlePassMaxRows`` live rows, one write does it
+all:
+
+- ``candidates LEFT JOIN broadcast(source)``: copy-on-write writes every row (updated or copied),
+  DV mode only the rows a clause changes;
+- ``source LEFT ANTI JOIN broadcast(the candidates' ON-condition columns)``: the NOT MATCHED rows;
+- ``observe()`` collects the touched files, in DV mode every matched row's position with a bit for
+  "changed" (the new deletion vectors and the multiple-match check), and the clause counters.
+
+Copy-on-write must rewrite exactly the touched files. The copies of an untouched candidate are
+mixed into the output, so unless every candidate was touched the files are deleted again and the
+two-job variant runs (``merge/broadcast.py``). DV mode writes no copies and keeps its output
+whatever was touched. A target row matched twice discards the output as well
+(``SourceNotUnique``): the Delta-shaped path reports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from deltamerge.config import SessionConf
+from deltamerge.log.actions import AddFile
+from deltamerge.merge import broadcast
+from deltamerge.merge.analysis import tcol
+from deltamerge.merge.clauses import ActionType, ClauseKind
+from deltamerge.merge.context import MergeContext, observed_metrics, timed_ms
+from deltamerge.merge.output import (
+    ACTION,
+    COPY,
+    DROP,
+    SOURCE_PRESENT,
+    TARGET_PRESENT,
+    action_sql,
+    count_actions,
+    counter_columns,
+    output_columns,
+    touch_sql,
+    written_rows,
+)
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
+from deltamerge.spark.session import job_phase, setting, without_adaptive
+from deltamerge.spark.types import quote_name
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the single pass wrote: the touched files, the new files, DV mode's changed rows."""
+
+    touched: list[AddFile]
+    adds: list[AddFile]
+    modified_rows: dict[str, list[int]] | None  # DV mode: changed row positions per touched path
+
+
+class _Retry(Exception):
+    """Copy-on-write touched only some candidates: the two-job variant has to run."""
+
+
+def applies(ctx: MergeContext, candidates: Sequence[AddFile]) -> bool:
+    """Whether the broadcast variant applies and the candidates' live rows are few enough."""
+    if not candidates or ctx.source_rows is None or not broadcast.usable(ctx):
+        return False
+    rows = broadcast.live_rows(candidates)
+    return rows is not None and rows <= int(setting(ctx.spark, SessionConf.SINGLE_PASS_MAX_ROWS))
+
+
+def try_write(ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool) -> Written | None:
+    """The single pass when it applies and completes, else None (nothing of it is left behind)."""
+    if not applies(ctx, candidates):
+        return None
+    try:
+        return _write(ctx, candidates, deletion_vectors)
+    except broadcast.SourceNotUnique:
+        ctx.source_unique = False
+    except _Retry:
+        pass
+    return None
+
+
+def _facts(ctx: MergeContext, joined: DataFrame, dv: bool) -> tuple[DataFrame, Observation]:
+    """Observe the touched files and (DV mode) every matched row's ``position * 2 + changed``."""
+    rm = ctx.rm
+    sp = quote_name(SOURCE_PRESENT)
+    aggs = [
+        F.expr(
+            f"collect_set(CASE WHEN {sp} IS NOT NULL AND ({touch_sql(rm)}) THEN {FILE_COL} END) AS touched"
+        )
+    ]
+    if dv:
+        codes = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
+        changed = f"{quote_name(ACTION)} IN ({', '.join(map(str, codes))})" if codes else "false"
+        position = f"{ROW_INDEX_COL} * 2 + CAST({changed} AS BIGINT)"
+        matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
+        aggs.append(F.expr(f"collect_list({matched}) AS positions"))
+    obs = Observation(f"singlePass_{time.monotonic_ns()}_{threading.get_ident()}")
+    return joined.observe(obs, *aggs), obs
+
+
+def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Written:
+    rm = ctx.rm
+    m = ctx.metrics
+    start = time.monotonic()
+    source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
+    target = ctx.target(candidates, with_file=True, with_row_index=dv)
+    joined = target.selectExpr("*", f"true AS {TARGET_PRESENT}").join(
+        F.broadcast(source), on=ctx.condition(), how="left"
+    )
+    joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
+    joined, facts = _facts(ctx, joined, dv)
+    if dv:  # only the rows a clause changes: the rest stays behind the new deletion vectors
+        joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
+    parts = [joined.select(*output_columns(rm, has_target=True, copies=not dv), F.col(ACTION))]
+    if rm.of_kind(ClauseKind.NOT_MATCHED):
+        # A source row matches no candidate row exactly when the ON condition holds for none.
+        on_columns = target.select(*[tcol(i) for i in ctx.condition_target_columns()])
+        unmatched = ctx.source.join(F.broadcast(on_columns), on=ctx.condition(), how="left_anti")
+        unmatched = unmatched.selectExpr(
+            "*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}"
+        )
+        parts.append(unmatched.select(*output_columns(rm, has_target=False), F.col(ACTION)))
+    out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
+
+    written_before = len(ctx.written_paths)
+    added_before = (m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo)
+    phase = (
+        "MERGE operation - writing modified rows"
+        if dv
+        else f"MERGE operation - Rewriting {len(candidates)} files"
+    )
+    adaptive = contextlib.nullcontext() if ctx.partition_columns else without_adaptive(ctx.spark)
+    with job_phase(ctx.spark, phase), adaptive:
+        adds = ctx.write(written_rows(out, rm))
+    try:
+        counts = get_counts(lambda: count_actions(out, rm))
+        try:
+            seen = facts.get
+        except Exception as e:  # Spark dropped the observation: no facts, no commit from here
+            raise _Retry() from e
+        if not seen:
+            raise _Retry()
+        index = file_index(ctx.table_root, candidates)
+        touched_uris = set(seen.get("touched") or [])
+        modified: dict[str, list[int]] | None = None
+        if dv:
+            modified = _modified_rows(seen.get("positions") or [], touched_uris, index)
+        else:
+            joined_rows = counts.get("copied", 0) + sum(
+                counts.get(f"clause_{c.index}", 0) for c in rm.of_kind(ClauseKind.MATCHED)
+            )
+            if joined_rows > (broadcast.live_rows(candidates) or 0):
+                raise broadcast.SourceNotUnique()
+            if len(touched_uris) != len(candidates):
+                raise _Retry()
+    except BaseException:
+        broadcast.undo_write(ctx, written_before, added_before)
+        raise
+    m.add_clause_counts(rm, counts)
+    assert ctx.source_rows is not None
+    m.numSourceRows = m.numSourceRowsInSecondScan = ctx.source_rows
+    m.use_second_scan_source_rows = False
+    m.rewriteTimeMs += timed_ms(start)
+    return Written([index.lookup(u) for u in touched_uris], adds, modified)
+
+
+def _modified_rows(positions: list, touched_uris: set[str], index) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+    """Changed positions per touched file's path; a position listed twice is a multiple match."""
+    per_file: dict[str, list[int]] = {}
+    for r in positions:
+        per_file.setdefault(r["f"], []).append(int(r["p"]))
+    out: dict[str, list[int]] = {}
+    for uri, values in per_file.items():
+        if len({v >> 1 for v in values}) != len(values):
+            raise broadcast.SourceNotUnique()
+        rows = [v >> 1 for v in values if v & 1]
+        if uri in touched_uris and rows:
+            out[index.lookup(uri).path] = rows
+    return out
