@@ -78,6 +78,7 @@ def test_upsert_one_file_same_result(spark, tmp_path, monkeypatch, dv):
         return real(self, files, **kw)
 
     monkeypatch.setattr(MergeContext, "target", spy)
+
     def source():
         return (
             spark.range(300, 320)
@@ -270,6 +271,7 @@ def _settings(spark, conf):
     finally:
         for k in conf:
             spark.conf.unset(k)
+
 
 CLAUSE_SETS = {
     "upsert": UPSERT,
@@ -618,3 +620,47 @@ def test_single_pass_limit(spark, tmp_path, monkeypatch):
     with _settings(spark, {DFP: "false", SINGLE_PASS: "401"}):  # 401 live rows: 400 + the insert
         assert _run(spark, path, src, "t.id = s.id", UPSERT) == (2, 2, 0, 0)
     assert outcomes in (["single"], ["retry", "matched", "written"])
+
+
+@pytest.mark.parametrize(
+    "nmbs",
+    [[("whenNotMatchedBySourceDelete",)], [("whenNotMatchedBySourceUpdate", None, {"v": "-1"})]],
+    ids=["delete", "update"],
+)
+def test_unconditional_not_matched_by_source_skips_job_one(spark, tmp_path, monkeypatch, nmbs):
+    """An unconditional NOT MATCHED BY SOURCE clause touches every file and a unique source matches
+    no row twice: job 1 has nothing to find. Same table, counters and metrics as with job 1 (forced
+    here by a table without statistics)."""
+    from deltamerge.merge import classic
+
+    scans = []
+    real = classic.find_touched_files
+    monkeypatch.setattr(classic, "find_touched_files", lambda *a, **k: scans.append(1) or real(*a, **k))
+    clauses = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",), *nmbs]
+    results = []
+    for stats in (True, False):
+        path = str(tmp_path / f"t{stats}")
+        _table(spark, path, n=400, files=4)
+        if not stats:
+            _drop_stats(path)
+        src = spark.createDataFrame([(5, 1, None), (305, 2, None), (999, 3, None)], "id long, v int, d date")
+        res = _run(spark, path, src, "t.id = s.id", clauses)
+        metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+        keep = ("numSourceRows", "numTargetFilesRemoved", "numTargetRowsCopied", "numTargetRowsDeleted",
+                "numTargetRowsUpdated", "numTargetRowsInserted", "numOutputRows")  # fmt: skip
+        results.append((res, _rows(spark, path), {k: metrics[k] for k in keep}))
+    assert scans == [1]  # only the run without statistics ran job 1
+    assert results[0] == results[1]
+    assert results[0][2]["numTargetFilesRemoved"] == "4" and results[0][2]["numSourceRows"] == "3"
+
+
+def test_not_matched_by_source_with_duplicate_source_keys_runs_job_one(spark, tmp_path):
+    """A source with duplicate keys may match a row twice: job 1 runs and reports it."""
+    from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
+
+    path = str(tmp_path / "t")
+    _table(spark, path, n=400, files=4)
+    src = spark.createDataFrame([(5, 1, None), (5, 2, None)], "id long, v int, d date")
+    with pytest.raises(MultipleSourceRowMatchingTargetRowError):
+        _run(spark, path, src, "t.id = s.id", [("whenMatchedUpdateAll",), ("whenNotMatchedBySourceDelete",)])
+    assert len(_rows(spark, path)) == 400

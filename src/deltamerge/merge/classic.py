@@ -228,6 +228,24 @@ def copy_on_write_join(ctx: MergeContext) -> str:
     return "full"
 
 
+def every_file_touched(ctx: MergeContext, candidates: Sequence[AddFile]) -> TouchedFiles | None:
+    """Job 1's answer without job 1, when it is known in advance: an unconditional NOT MATCHED BY
+    SOURCE clause acts on every target row no source row matches, so every candidate file that
+    has a row is touched, and a source unique on the equi-join columns cannot match a row twice.
+    Needs every candidate's row count (statistics); None when job 1 has to run."""
+    rm = ctx.rm
+    unconditional = any(c.condition is None for c in rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE))
+    if not (unconditional and ctx.source_unique and ctx.source_rows is not None):
+        return None
+    from deltamerge.merge.broadcast import live_rows
+
+    counts = [live_rows([f]) for f in candidates]
+    if any(n is None for n in counts):
+        return None
+    ctx.metrics.numSourceRows = ctx.source_rows
+    return TouchedFiles([f for f, n in zip(candidates, counts, strict=True) if n], 0)
+
+
 def _broadcast_variant(
     ctx: MergeContext, candidates: Sequence[AddFile]
 ) -> tuple[list[AddFile], list[AddFile]] | None:
@@ -262,7 +280,9 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
     if found is not None:
         files, adds = found
     else:
-        touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
+        touched = every_file_touched(ctx, candidates)
+        if touched is None:
+            touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
         if not touched.files:
             return list(inserts_without_matches(ctx, bool(candidates)))
         adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
