@@ -120,8 +120,11 @@ def deltamerge_commit_facts(table: str, candidates: tuple[int, int, str], insert
     info = next(a for a in actions if type(a).__name__ == "CommitInfo")
     metrics = dict(info.raw.get("operationMetrics") or {})
     removes = [a for a in actions if type(a).__name__ == "RemoveFile"]
-    files_read = candidates[0] + (0 if insert_only else len(removes))
-    bytes_read = candidates[1] + (0 if insert_only else sum(r.size or 0 for r in removes))
+    # No job 1 (insert-only, the single pass, NOT MATCHED BY SOURCE skipping it: scanTimeMs 0):
+    # the candidates are read once, by the write.
+    once = insert_only or str(metrics.get("scanTimeMs", "")) == "0"
+    files_read = candidates[0] + (0 if once else len(removes))
+    bytes_read = candidates[1] + (0 if once else sum(r.size or 0 for r in removes))
     return {"metrics": metrics, "files_read": files_read, "bytes_read": bytes_read}
 
 

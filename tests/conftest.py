@@ -39,6 +39,28 @@ def table_path(tmp_path):
     return str(tmp_path / "table")
 
 
+@pytest.fixture
+def drop_stats():
+    """A function that removes the statistics from the add actions of a table's first commit, as if
+    a writer that collects none had written it."""
+    import json
+
+    from deltamerge.log.snapshot import DeltaLog
+
+    def drop(path: str) -> None:
+        log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
+        with open(log_file) as f:
+            lines = [json.loads(line) for line in f]
+        for a in lines:
+            if "add" in a:
+                a["add"].pop("stats", None)
+        with open(log_file, "w") as out:
+            out.write("\n".join(json.dumps(a) for a in lines) + "\n")
+        DeltaLog.clear_cache()
+
+    return drop
+
+
 import logging  # noqa: E402
 
 # PySpark logs every analysis error with its full JVM stack; expected-error tests would drown CI's output.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import pathlib
 
@@ -455,7 +454,9 @@ def _data_files(path):
 @pytest.mark.parametrize("variant", ["single-pass", "two-job"])
 @pytest.mark.parametrize("stats", [True, False], ids=["stats", "no-stats"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch, dv, stats, variant):
+def test_broadcast_variant_detects_multiple_matches(
+    spark, tmp_path, monkeypatch, drop_stats, dv, stats, variant
+):
     """No up-front uniqueness check: the single pass finds the duplicate in its write (copy-on-write:
     more joined rows than target rows; DV mode: a position listed twice), the two-job variant in
     job 1 (DV mode) or its write (copy-on-write: the files' statistics, or an observed count
@@ -467,7 +468,7 @@ def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch
     path = str(tmp_path / "t")
     _table(spark, path, dv=dv)
     if not stats:
-        _drop_stats(path)
+        drop_stats(path)
     before = _rows(spark, path)
     files = _data_files(path)
     version = DeltaLog.for_table(path).update().version
@@ -480,18 +481,6 @@ def test_broadcast_variant_detects_multiple_matches(spark, tmp_path, monkeypatch
         assert outcomes == (["fallback"] if dv else ["matched", "fallback"])
     assert _rows(spark, path) == before and DeltaLog.for_table(path).update().version == version
     assert _data_files(path) == files  # nothing the failed write produced is left behind
-
-
-def _drop_stats(path):
-    log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
-    with open(log_file) as f:
-        lines = [json.loads(line) for line in f]
-    for a in lines:
-        if "add" in a:
-            a["add"].pop("stats", None)
-    with open(log_file, "w") as out:
-        out.write("\n".join(json.dumps(a) for a in lines) + "\n")
-    DeltaLog.clear_cache()
 
 
 @pytest.mark.parametrize("variant", ["single-pass", "two-job"])
@@ -627,7 +616,7 @@ def test_single_pass_limit(spark, tmp_path, monkeypatch):
     [[("whenNotMatchedBySourceDelete",)], [("whenNotMatchedBySourceUpdate", None, {"v": "-1"})]],
     ids=["delete", "update"],
 )
-def test_unconditional_not_matched_by_source_skips_job_one(spark, tmp_path, monkeypatch, nmbs):
+def test_unconditional_not_matched_by_source_skips_job_one(spark, tmp_path, monkeypatch, drop_stats, nmbs):
     """An unconditional NOT MATCHED BY SOURCE clause touches every file and a unique source matches
     no row twice: job 1 has nothing to find. Same table, counters and metrics as with job 1 (forced
     here by a table without statistics)."""
@@ -642,7 +631,7 @@ def test_unconditional_not_matched_by_source_skips_job_one(spark, tmp_path, monk
         path = str(tmp_path / f"t{stats}")
         _table(spark, path, n=400, files=4)
         if not stats:
-            _drop_stats(path)
+            drop_stats(path)
         src = spark.createDataFrame([(5, 1, None), (305, 2, None), (999, 3, None)], "id long, v int, d date")
         res = _run(spark, path, src, "t.id = s.id", clauses)
         metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
