@@ -49,7 +49,7 @@ from deltamerge.merge.output import (
     touch_sql,
     written_rows,
 )
-from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, FileIndex, file_index
 from deltamerge.spark.session import job_phase, setting, without_adaptive
 from deltamerge.spark.types import quote_name
 
@@ -174,7 +174,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     return Written([index.lookup(u) for u in touched_uris], adds, modified)
 
 
-def _modified_rows(positions: list, touched_uris: set[str], index) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+def _modified_rows(positions: list, touched_uris: set[str], index: FileIndex) -> dict[str, list[int]]:
     """Changed positions per touched file's path; a position listed twice is a multiple match."""
     per_file: dict[str, list[int]] = {}
     for r in positions:
