@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -69,6 +69,7 @@ from deltamerge.merge.output import (
     counter_columns,
     output_columns,
     output_sql,
+    target_side_rows,
     touch_sql,
     written_rows,
 )
@@ -132,7 +133,7 @@ class SourceNotUnique(Exception):
     Delta-shaped path, which reports the error (or allows it, for a lone unconditional DELETE)."""
 
 
-def _row_lists(rows: list, *, verify: bool) -> dict[str, list[int]]:
+def row_lists(rows: list, *, verify: bool) -> dict[str, list[int]]:
     """Per file: the positions of its changed rows. With ``verify`` each collected value is
     ``position * 2 + changed`` over every matched row, and a position seen twice raises
     ``SourceNotUnique``."""
@@ -191,7 +192,7 @@ def find_matches(
             small_result_query(ctx.spark),
         ):
             rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
-        lists = _row_lists(rows, verify=verify) if deletion_vectors else {}
+        lists = row_lists(rows, verify=verify) if deletion_vectors else {}
     except BaseException:
         matched.unpersist()
         ctx.metrics.scanTimeMs += timed_ms(start)
@@ -249,14 +250,30 @@ def live_rows(files: Sequence[AddFile]) -> int | None:
     return total
 
 
-def undo_write(ctx: MergeContext, written: int, added: tuple[int, int, int]) -> None:
-    """Delete the files of a write that will not be committed and restore its metrics."""
-    for rel in ctx.written_paths[written:]:
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(ctx.table_root, rel))
-    del ctx.written_paths[written:]
+@contextlib.contextmanager
+def undone_on_error(ctx: MergeContext) -> Iterator[None]:
+    """On an exception, delete the files written inside the block (they will not be committed)
+    and restore the added-files metrics, so that another execution can take over."""
     m = ctx.metrics
-    m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = added
+    written = len(ctx.written_paths)
+    added = (m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo)
+    try:
+        yield
+    except BaseException:
+        for rel in ctx.written_paths[written:]:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(ctx.table_root, rel))
+        del ctx.written_paths[written:]
+        m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = added
+        raise
+
+
+def write_output(ctx: MergeContext, out: DataFrame, phase: str) -> list[AddFile]:
+    """Write the variant's output rows. Every join in it is a broadcast, so AQE has nothing to
+    re-plan; partitioned tables shuffle before the write and keep it."""
+    adaptive = contextlib.nullcontext() if ctx.partition_columns else without_adaptive(ctx.spark)
+    with job_phase(ctx.spark, phase), adaptive:
+        return ctx.write(written_rows(out, ctx.rm))
 
 
 def write_changes(
@@ -304,20 +321,11 @@ def write_changes(
         if deletion_vectors
         else f"MERGE operation - Rewriting {len(touched)} files"
     )
-    written_before = len(ctx.written_paths)
-    added_before = (m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo)
     try:
-        # Every join here is a broadcast; partitioned tables shuffle before the write (AQE kept).
-        adaptive = contextlib.nullcontext() if ctx.partition_columns else without_adaptive(ctx.spark)
-        with job_phase(ctx.spark, phase), adaptive:
-            adds = ctx.write(written_rows(out, rm))
-        counts = get_counts(lambda: count_actions(out, rm))
-        if verify:
-            joined_rows = counts.get("copied", 0) + sum(
-                counts.get(f"clause_{c.index}", 0) for c in rm.of_kind(ClauseKind.MATCHED)
-            )
-            if joined_rows > target_rows():
-                undo_write(ctx, written_before, added_before)
+        with undone_on_error(ctx):
+            adds = write_output(ctx, out, phase)
+            counts = get_counts(lambda: count_actions(out, rm))
+            if verify and target_side_rows(rm, counts) > target_rows():
                 m.rewriteTimeMs += timed_ms(start)
                 raise SourceNotUnique()
         m.add_clause_counts(rm, counts)

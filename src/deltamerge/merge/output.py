@@ -135,10 +135,24 @@ def touch_condition(rm: ResolvedMerge) -> Column:
     return F.expr(touch_sql(rm))
 
 
+def changes_target_row_sql(rm: ResolvedMerge) -> str:
+    """Whether the row's action code updates or deletes its target row (a deletion-vector
+    position), as SQL."""
+    changing = [str(c.index) for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
+    return f"{quote_name(ACTION)} IN ({', '.join(changing)})" if changing else "false"
+
+
 def changes_target_row(rm: ResolvedMerge, action: Column) -> Column:
     """Whether an action code updates or deletes its target row (a deletion-vector position)."""
     changing = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
     return action.isin(changing) if changing else F.lit(False)
+
+
+def target_side_rows(rm: ResolvedMerge, counts: dict[str, int]) -> int:
+    """Rows of a left join of the target with the source, from the counters: matched (by clause,
+    or copied when no clause acted) and unmatched (copied) target rows."""
+    matched = sum(counts.get(f"clause_{c.index}", 0) for c in rm.of_kind(ClauseKind.MATCHED))
+    return counts.get("copied", 0) + matched
 
 
 def count_actions(df: DataFrame, rm: ResolvedMerge) -> dict[str, int]:

@@ -21,7 +21,6 @@ whatever was touched. A target row matched twice discards the output as well
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
 from deltamerge.merge import broadcast
 from deltamerge.merge.analysis import tcol
-from deltamerge.merge.clauses import ActionType, ClauseKind
+from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext, observed_metrics, timed_ms
 from deltamerge.merge.output import (
     ACTION,
@@ -43,14 +42,15 @@ from deltamerge.merge.output import (
     SOURCE_PRESENT,
     TARGET_PRESENT,
     action_sql,
+    changes_target_row_sql,
     count_actions,
     counter_columns,
     output_columns,
+    target_side_rows,
     touch_sql,
-    written_rows,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, FileIndex, file_index
-from deltamerge.spark.session import job_phase, setting, without_adaptive
+from deltamerge.spark.session import setting
 from deltamerge.spark.types import quote_name
 
 
@@ -98,9 +98,7 @@ def _facts(ctx: MergeContext, joined: DataFrame, dv: bool) -> tuple[DataFrame, O
         )
     ]
     if dv:
-        codes = [c.index for c in rm.clauses if c.action in (ActionType.UPDATE, ActionType.DELETE)]
-        changed = f"{quote_name(ACTION)} IN ({', '.join(map(str, codes))})" if codes else "false"
-        position = f"{ROW_INDEX_COL} * 2 + CAST({changed} AS BIGINT)"
+        position = f"{ROW_INDEX_COL} * 2 + CAST({changes_target_row_sql(rm)} AS BIGINT)"
         matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
         aggs.append(F.expr(f"collect_list({matched}) AS positions"))
     obs = Observation(f"singlePass_{time.monotonic_ns()}_{threading.get_ident()}")
@@ -132,17 +130,13 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
 
-    written_before = len(ctx.written_paths)
-    added_before = (m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo)
     phase = (
         "MERGE operation - writing modified rows"
         if dv
         else f"MERGE operation - Rewriting {len(candidates)} files"
     )
-    adaptive = contextlib.nullcontext() if ctx.partition_columns else without_adaptive(ctx.spark)
-    with job_phase(ctx.spark, phase), adaptive:
-        adds = ctx.write(written_rows(out, rm))
-    try:
+    with broadcast.undone_on_error(ctx):
+        adds = broadcast.write_output(ctx, out, phase)
         counts = get_counts(lambda: count_actions(out, rm))
         try:
             seen = facts.get
@@ -155,17 +149,10 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
         modified: dict[str, list[int]] | None = None
         if dv:
             modified = _modified_rows(seen.get("positions") or [], touched_uris, index)
-        else:
-            joined_rows = counts.get("copied", 0) + sum(
-                counts.get(f"clause_{c.index}", 0) for c in rm.of_kind(ClauseKind.MATCHED)
-            )
-            if joined_rows > (broadcast.live_rows(candidates) or 0):
-                raise broadcast.SourceNotUnique()
-            if len(touched_uris) != len(candidates):
-                raise _Retry()
-    except BaseException:
-        broadcast.undo_write(ctx, written_before, added_before)
-        raise
+        elif target_side_rows(rm, counts) > (broadcast.live_rows(candidates) or 0):
+            raise broadcast.SourceNotUnique()
+        elif len(touched_uris) != len(candidates):
+            raise _Retry()
     m.add_clause_counts(rm, counts)
     assert ctx.source_rows is not None
     m.numSourceRows = m.numSourceRowsInSecondScan = ctx.source_rows
@@ -175,15 +162,10 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
 
 
 def _modified_rows(positions: list, touched_uris: set[str], index: FileIndex) -> dict[str, list[int]]:
-    """Changed positions per touched file's path; a position listed twice is a multiple match."""
+    """Changed positions per touched file's path (``broadcast.row_lists`` decodes and checks
+    them: a position listed twice is a multiple match)."""
     per_file: dict[str, list[int]] = {}
     for r in positions:
         per_file.setdefault(r["f"], []).append(int(r["p"]))
-    out: dict[str, list[int]] = {}
-    for uri, values in per_file.items():
-        if len({v >> 1 for v in values}) != len(values):
-            raise broadcast.SourceNotUnique()
-        rows = [v >> 1 for v in values if v & 1]
-        if uri in touched_uris and rows:
-            out[index.lookup(uri).path] = rows
-    return out
+    lists = broadcast.row_lists([{FILE_COL: u, "rows": v} for u, v in per_file.items()], verify=True)
+    return {index.lookup(u).path: rows for u, rows in lists.items() if u in touched_uris and rows}
