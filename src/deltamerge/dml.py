@@ -44,7 +44,7 @@ from deltamerge.predicates import (
     to_sql,
 )
 from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
-from deltamerge.spark.session import case_sensitive, conf_getter, session_time_zone, setting
+from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, session_time_zone, setting
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -233,7 +233,7 @@ def matching_partitions(
 
     if parts:
         raw = [f"__dm_pv{i}" for i in range(len(parts))]
-        df = spark.createDataFrame(keys, StructType([StructField(n, StringType(), True) for n in raw]))
+        df = local_frame(spark, keys, StructType([StructField(n, StringType(), True) for n in raw]))
         typed = [
             partition_value_column(
                 F.col(n), types[p.lower()].dataType.typeName(), types[p.lower()].dataType
@@ -253,7 +253,7 @@ def matching_partitions(
 
 def _finish(spark: SparkSession, table_root: str, affected: int) -> DataFrame:
     catalog.refresh_views(spark, table_root)
-    return spark.createDataFrame([(int(affected),)], RESULT_SCHEMA)
+    return local_frame(spark, [(int(affected),)], RESULT_SCHEMA)
 
 
 class _NothingToCommit(Exception):

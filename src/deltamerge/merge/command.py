@@ -28,7 +28,7 @@ from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
 from deltamerge.predicates import to_sql
-from deltamerge.spark.session import case_sensitive, conf_getter, setting
+from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, setting
 from deltamerge.spark.types import schema_string
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -45,7 +45,7 @@ RESULT_SCHEMA = StructType(
 
 def result_frame(spark: SparkSession, metrics: MergeMetrics) -> DataFrame:
     """The one-row result DataFrame of ``execute()`` and SQL ``MERGE``."""
-    return spark.createDataFrame([metrics.result_row()], RESULT_SCHEMA)
+    return local_frame(spark, [metrics.result_row()], RESULT_SCHEMA)
 
 
 def operation_parameters(spec: MergeSpec) -> dict[str, str]:

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     ByteType,
@@ -195,22 +194,21 @@ def summarize_source_keys(
     keys = all_keys or ([prune_key] if prune_key is not None else [])
     if prune_key is not None and prune_key not in keys:
         keys = [*keys, prune_key]
-    names = list(dict.fromkeys(scol(k.source_index) for k in keys))
-    # SQL text throughout: each Column object would cost Python->JVM round trips.
+    names = ", ".join(dict.fromkeys(scol(k.source_index) for k in keys))
+    # One SQL text over the source: one analysis, a few Python->JVM round trips (each DataFrame
+    # operation or Column object would cost its own).
     # Rows with a NULL in a ``=`` key match nothing: they never make the source non-unique.
     valid = " AND ".join(f"{scol(k.source_index)} IS NOT NULL" for k in keys if not k.null_safe) or "true"
     if all_keys:
-        counted = source.groupBy(*names).count()
+        counted = f"SELECT {names}, count(1) AS count FROM {{src}} GROUP BY {names}"
     else:
-        counted = source.selectExpr(*names, "1 AS count")
-    valid_count = f"CASE WHEN {valid} THEN count END AS valid_count"
+        counted = f"SELECT {names}, 1 AS count FROM {{src}}"
+    valid_count = f"CASE WHEN {valid} THEN count END"
+    spark = source.sparkSession
     if prune_key is None:
-        with small_result_query(source.sparkSession):
-            row = (
-                counted.selectExpr(valid_count, "count")
-                .agg(F.max("valid_count").alias("n"), F.sum("count").alias("rows"))
-                .collect()[0]
-            )
+        query = f"SELECT max({valid_count}) AS n, sum(count) AS rows FROM ({counted})"
+        with small_result_query(spark):
+            row = spark.sql(query, src=source).collect()[0]
         return SourceKeySummary(tuple(candidates), int(row["n"] or 0) <= 1, rows=int(row["rows"] or 0))
 
     field = rm.target_schema.fields[prune_key.target_index]
@@ -224,18 +222,12 @@ def summarize_source_keys(
         f"WHEN NOT ({num} BETWEEN {t_lo} AND {t_hi}) THEN -2 "  # matches no candidate file
         f"ELSE CAST(floor(({num} - {t_lo}) / CAST('{width!r}' AS DOUBLE)) AS INT) END"
     )
-    summary = (
-        counted.selectExpr(f"{num} AS k", f"{bucket} AS b", valid_count, "count")
-        .groupBy("b")
-        .agg(
-            F.min("k").alias("lo"),
-            F.max("k").alias("hi"),
-            F.max("valid_count").alias("n"),
-            F.sum("count").alias("rows"),
-        )
+    query = (
+        "SELECT b, min(k) AS lo, max(k) AS hi, max(n) AS n, sum(count) AS rows FROM ("
+        f"SELECT {num} AS k, {bucket} AS b, {valid_count} AS n, count FROM ({counted})) GROUP BY b"
     )
-    with small_result_query(source.sparkSession):
-        rows = summary.collect()  # at most _BUCKETS + 2 aggregate rows: a summary, not table data
+    with small_result_query(spark):
+        rows = spark.sql(query, src=source).collect()  # at most _BUCKETS + 2 aggregate rows
     unique = bool(all_keys) and all(int(r["n"] or 0) <= 1 for r in rows)
     total = sum(int(r["rows"] or 0) for r in rows)
     has_null = any(r["b"] == -1 for r in rows)

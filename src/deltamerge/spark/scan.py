@@ -25,6 +25,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import paths
 from deltamerge.log.actions import AddFile
+from deltamerge.spark.session import local_frame
 from deltamerge.spark.types import data_schema, quote_name, to_spark_schema
 
 FILE_COL = "__dm_file"
@@ -104,7 +105,7 @@ def _partition_lookup(
         values = [pv.get(c.lower()) for c in partition_columns]
         uri = spark_file_uri(absolute_file_path(table_root, f.path))
         rows.append((uri, *[None if v == "" else v for v in values]))
-    return spark.createDataFrame(rows, StructType(fields))
+    return local_frame(spark, rows, StructType(fields))
 
 
 def partition_value_column(raw: Column, dtype_name: str, dtype) -> Column:  # type: ignore[no-untyped-def]

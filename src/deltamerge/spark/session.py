@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from deltamerge.config import Setting
 
@@ -36,6 +38,20 @@ def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
 def setting(spark: SparkSession, s: Setting):  # type: ignore[no-untyped-def]
     """Read one typed setting from the session."""
     return s.get(conf_getter(spark))
+
+
+def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: StructType) -> DataFrame:
+    """A small DataFrame of driver-side values (a result row, a file list) as a local relation.
+
+    Built from Arrow: reading it runs no Spark job. A Python list goes through an RDD in Classic
+    mode, and collecting that is a job of its own (~0.1 s, most of a small merge's result step).
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema)
+    columns = [[row[i] for row in rows] for i in range(len(schema.fields))]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, arrow_schema, strict=True)]
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow_schema), schema)  # type: ignore[call-overload]
 
 
 def case_sensitive(spark: SparkSession) -> bool:
