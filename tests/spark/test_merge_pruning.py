@@ -653,3 +653,50 @@ def test_not_matched_by_source_with_duplicate_source_keys_runs_job_one(spark, tm
     with pytest.raises(MultipleSourceRowMatchingTargetRowError):
         _run(spark, path, src, "t.id = s.id", [("whenMatchedUpdateAll",), ("whenNotMatchedBySourceDelete",)])
     assert len(_rows(spark, path)) == 400
+
+
+@pytest.mark.parametrize("encoding", ["tagged", "structs", "untagged"])
+def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encoding):
+    """DV mode's single pass brings every matched row's position to the driver: as numbers tagged
+    with the file's ordinal (few candidates), as (file, position) structs (many), and when a
+    file's path is spelt differently from the candidates' (no ordinal), it retries with the two
+    jobs. Same rows, counters and deletion vectors as the Delta-shaped path."""
+    from deltamerge.merge import single_pass
+    from deltamerge.spark import scan
+
+    outcomes = _spy_broadcast(monkeypatch)
+    if encoding == "structs":
+        monkeypatch.setattr(single_pass, "_TAGGED_FILES", 0)
+    if encoding == "untagged":
+        real_index = scan.file_index
+
+        def respelt(root, files):  # the same files, '-' percent-encoded: no literal matches
+            index = real_index(root, files)
+            return scan.FileIndex({k.replace("-", "%2D"): v for k, v in index.by_spark_path.items()})
+
+        monkeypatch.setattr(single_pass, "file_index", respelt)
+    results = []
+    for variant in ("single-pass", "delta-shaped"):
+        path = str(tmp_path / variant)
+        _table(spark, path, n=400, files=4, dv=True)
+        DeltaTable.forPath(spark, path).delete("id % 50 = 7")  # existing deletion vectors
+        src = spark.createDataFrame(
+            [(5, 1, None), (57, 9, None), (120, 2, None), (130, 3, None), (333, 4, None), (999, 5, None)],
+            "id long, v int, d date",
+        )
+        outcomes.clear()
+        with _settings(spark, VARIANTS[variant]):
+            res = _run(
+                spark,
+                path,
+                src,
+                "t.id = s.id",
+                [("whenMatchedDelete", "s.v = 2"), ("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],
+            )
+        if variant == "single-pass":
+            assert outcomes == (["retry", "matched", "written"] if encoding == "untagged" else ["single"])
+        snap = DeltaLog.for_table(path).update()
+        dv_rows = sorted(f.deletion_vector.cardinality for f in snap.files if f.deletion_vector)
+        results.append((res, _rows(spark, path), dv_rows))
+    assert results[0] == results[1]
+    assert results[0][0] == (6, 3, 1, 2)  # 57 was deleted before: it is inserted again

@@ -17,7 +17,7 @@ from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, scan
-from deltamerge.spark.session import session_time_zone
+from deltamerge.spark.session import observed_values, session_time_zone
 from deltamerge.spark.types import quote_name, to_delta_schema
 from deltamerge.spark.write import to_add_files, to_cdc_files, write_parquet
 
@@ -163,7 +163,7 @@ def observed_count(df: DataFrame, name: str) -> tuple[DataFrame, Callable[[], in
 
     def get() -> int:
         try:
-            value = obs.get.get("rows")
+            value = observed_values(obs).get("rows")
             if value is not None:
                 return int(value)
         except Exception:
@@ -182,7 +182,7 @@ def observed_metrics(
 
     def get(fallback: Callable[[], dict[str, int]]) -> dict[str, int]:
         try:
-            values = obs.get
+            values = observed_values(obs)
             if values:
                 return {k: int(v or 0) for k, v in values.items()}
         except Exception:

@@ -50,8 +50,8 @@ from deltamerge.merge.output import (
     touch_sql,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, FileIndex, file_index
-from deltamerge.spark.session import setting
-from deltamerge.spark.types import quote_name
+from deltamerge.spark.session import observed_values, setting
+from deltamerge.spark.types import quote_name, sql_string
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,20 @@ def try_write(ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vect
     return None
 
 
-def _facts(ctx: MergeContext, joined: DataFrame, dv: bool) -> tuple[DataFrame, Observation]:
-    """Observe the touched files and (DV mode) every matched row's ``position * 2 + changed``."""
+#: Up to this many candidates, DV mode's matched positions travel as numbers tagged with the
+#: file's ordinal (a list of longs is a fraction of the bytes of one of (path, position) structs).
+_TAGGED_FILES = 64
+_TAG_SHIFT = 42  # positions below 2^41 (times 2 plus the "changed" bit)
+
+
+def _facts(
+    ctx: MergeContext, joined: DataFrame, dv: bool, uris: Sequence[str]
+) -> tuple[DataFrame, Observation]:
+    """Observe the touched files and (DV mode) every matched row's ``position * 2 + changed``.
+
+    With few candidates each position carries its file's ordinal in ``uris`` in the high bits;
+    a row of a file not in ``uris`` (a path spelt differently) is counted in ``untagged``.
+    """
     rm = ctx.rm
     sp = quote_name(SOURCE_PRESENT)
     aggs = [
@@ -99,8 +111,15 @@ def _facts(ctx: MergeContext, joined: DataFrame, dv: bool) -> tuple[DataFrame, O
     ]
     if dv:
         position = f"{ROW_INDEX_COL} * 2 + CAST({changes_target_row_sql(rm)} AS BIGINT)"
-        matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
-        aggs.append(F.expr(f"collect_list({matched}) AS positions"))
+        if len(uris) <= _TAGGED_FILES:
+            ordinal = f"array_position(array({', '.join(sql_string(u) for u in uris)}), {FILE_COL})"
+            tag = f"({ordinal} - 1) * {1 << _TAG_SHIFT}"
+            tagged = f"CASE WHEN {sp} IS NOT NULL AND {ordinal} > 0 THEN {tag} + {position} END"
+            aggs.append(F.expr(f"collect_list({tagged}) AS tagged"))
+            aggs.append(F.expr(f"count(CASE WHEN {sp} IS NOT NULL AND {ordinal} = 0 THEN 1 END) AS untagged"))
+        else:
+            matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
+            aggs.append(F.expr(f"collect_list({matched}) AS positions"))
     obs = Observation(f"singlePass_{time.monotonic_ns()}_{threading.get_ident()}")
     return joined.observe(obs, *aggs), obs
 
@@ -115,7 +134,9 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
         F.broadcast(source), on=ctx.condition(), how="left"
     )
     joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
-    joined, facts = _facts(ctx, joined, dv)
+    index = file_index(ctx.table_root, candidates)
+    uris = list(index.by_spark_path)
+    joined, facts = _facts(ctx, joined, dv, uris)
     if dv:  # only the rows a clause changes: the rest stays behind the new deletion vectors
         joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
     parts = [joined.select(*output_columns(rm, has_target=True, copies=not dv), F.col(ACTION))]
@@ -139,16 +160,17 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
         adds = broadcast.write_output(ctx, out, phase)
         counts = get_counts(lambda: count_actions(out, rm))
         try:
-            seen = facts.get
+            seen = observed_values(facts)
         except Exception as e:  # Spark dropped the observation: no facts, no commit from here
             raise _Retry() from e
         if not seen:
             raise _Retry()
-        index = file_index(ctx.table_root, candidates)
         touched_uris = set(seen.get("touched") or [])
         modified: dict[str, list[int]] | None = None
         if dv:
-            modified = _modified_rows(seen.get("positions") or [], touched_uris, index)
+            if int(seen.get("untagged") or 0):
+                raise _Retry()
+            modified = _modified_rows(seen, uris, touched_uris, index)
         elif target_side_rows(rm, counts) > (broadcast.live_rows(candidates) or 0):
             raise broadcast.SourceNotUnique()
         elif len(touched_uris) != len(candidates):
@@ -161,11 +183,17 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     return Written([index.lookup(u) for u in touched_uris], adds, modified)
 
 
-def _modified_rows(positions: list, touched_uris: set[str], index: FileIndex) -> dict[str, list[int]]:
+def _modified_rows(
+    seen: dict, uris: list[str], touched_uris: set[str], index: FileIndex
+) -> dict[str, list[int]]:
     """Changed positions per touched file's path (``broadcast.row_lists`` decodes and checks
     them: a position listed twice is a multiple match)."""
     per_file: dict[str, list[int]] = {}
-    for r in positions:
+    if "tagged" in seen:
+        low = (1 << _TAG_SHIFT) - 1
+        for v in seen.get("tagged") or []:
+            per_file.setdefault(uris[int(v) >> _TAG_SHIFT], []).append(int(v) & low)
+    for r in seen.get("positions") or []:
         per_file.setdefault(r["f"], []).append(int(r["p"]))
     lists = broadcast.row_lists([{FILE_COL: u, "rows": v} for u, v in per_file.items()], verify=True)
     return {index.lookup(u).path: rows for u, rows in lists.items() if u in touched_uris and rows}

@@ -52,3 +52,8 @@ def field_names(schema: StructType) -> list[str]:
 def quote_name(name: str) -> str:
     """A column name as a Spark SQL identifier in backticks (inner backticks doubled)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
