@@ -700,3 +700,65 @@ def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encodin
         results.append((res, _rows(spark, path), dv_rows))
     assert results[0] == results[1]
     assert results[0][0] == (6, 3, 1, 2)  # 57 was deleted before: it is inserted again
+
+
+@pytest.mark.parametrize("cdf", [False, True], ids=["plain", "cdf"])
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_replacing_every_row_removes_whole_files(spark, tmp_path, monkeypatch, dv, cdf):
+    """Unconditional MATCHED and NOT MATCHED BY SOURCE clauses change every row the merge reads:
+    with statistics (every file known to be touched) and a unique source, the candidates are
+    removed whole and only changed and inserted rows are written, without job 1 and without
+    deletion vectors. Same table, counters, metrics and change data as the path with job 1, in
+    both table modes, on files already carrying deletion vectors (DV mode's job 1 finds every
+    row changed and removes the files whole too)."""
+    from deltamerge.cdf_read import read_changes
+    from deltamerge.merge import classic
+    from deltamerge.merge import dv as dv_mode
+
+    scans = []
+    real = classic.find_touched_files
+    for module in (classic, dv_mode):
+        monkeypatch.setattr(module, "find_touched_files", lambda *a, **k: scans.append(1) or real(*a, **k))
+    clauses = [
+        ("whenMatchedDelete", "s.v = 2"),
+        ("whenMatchedUpdateAll",),
+        ("whenNotMatchedInsertAll",),
+        ("whenNotMatchedBySourceUpdate", "t.v = 3", {"v": "-1"}),
+        ("whenNotMatchedBySourceDelete",),
+    ]
+    results = []
+    real_rule = classic.every_row_changes
+    for shortcut in (True, False):
+        path = str(tmp_path / f"t{shortcut}")
+        _table(spark, path, n=400, files=4, dv=dv)
+        monkeypatch.setattr(classic, "every_row_changes", real_rule if shortcut else lambda ctx: False)
+        if cdf:
+            prop = "'delta.enableChangeDataFeed' = 'true'"
+            deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({prop})")
+        if dv:
+            DeltaTable.forPath(spark, path).delete("id % 50 = 7")
+        version = DeltaLog.for_table(path).update().version
+        src = spark.createDataFrame(
+            [(5, 1, None), (10, 2, None), (305, 4, None), (999, 3, None)], "id long, v int, d date"
+        )
+        scans.clear()
+        res = _run(spark, path, src, "t.id = s.id", clauses)
+        assert scans == ([1] if dv and not shortcut else [])  # copy-on-write skips job 1 anyway
+        last = DeltaLog.for_table(path).read_commit(version + 1)
+        adds = [a for a in last if type(a).__name__ == "AddFile"]
+        assert not any(a.deletion_vector for a in adds)  # removed whole, no deletion vector
+        metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+        metrics = {k: v for k, v in metrics.items() if not k.endswith("TimeMs")}
+        changes = None
+        if cdf:
+            cols = ("id", "v", "d", "_change_type")
+            changed = read_changes(spark, path, version + 1).select(*cols).collect()
+            changes = sorted(map(tuple, changed), key=repr)
+        results.append((res, _rows(spark, path), metrics, changes))
+    assert results[0] == results[1]
+    res, rows, metrics, _ = results[0]
+    live = 400 - (8 if dv else 0)
+    kept = 55 if dv else 56  # unmatched rows with v = 3 (id % 7 = 3, not 10, not deleted 157)
+    assert res == (live + 1, 2 + kept, 1 + live - 3 - kept, 1)
+    assert metrics["numTargetFilesRemoved"] == "4" and metrics["numTargetRowsCopied"] == "0"
+    assert len(rows) == sum(1 for r in rows if r[1] == -1) + 3  # the updated rows, 5, 305 and 999

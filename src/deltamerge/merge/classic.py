@@ -272,9 +272,69 @@ def _broadcast_variant(
     return files, adds
 
 
+def changed_rows_join(ctx: MergeContext) -> str:
+    """Job-2 join when only changed and inserted rows are written (DV mode; delta_merge_spec.md
+    §1.5 step 7)."""
+    rm = ctx.rm
+    if rm.is_matched_only:
+        return "inner"
+    if not rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE):
+        return "left"
+    if not rm.of_kind(ClauseKind.NOT_MATCHED):
+        return "right"
+    return "full"
+
+
+def every_row_changes(ctx: MergeContext) -> bool:
+    """Every target row the merge reads is updated or deleted: an unconditional MATCHED clause
+    catches each matched row (every MATCHED action changes the row) and an unconditional NOT
+    MATCHED BY SOURCE clause each other one."""
+    rm = ctx.rm
+    return any(c.condition is None for c in rm.of_kind(ClauseKind.MATCHED)) and any(
+        c.condition is None for c in rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE)
+    )
+
+
+def replace_whole_files(
+    ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
+) -> list[Action] | None:
+    """The file actions of a merge that changes every row of every candidate file (a "replace
+    the target with the source" merge), or None when that is not known in advance.
+
+    Job 1 is skipped (``every_file_touched``) and the write joins the candidates as DV mode does,
+    writing only updated and inserted rows: nothing is copied, so the target's scan reads only
+    the columns the clauses use. The candidates are removed whole: in DV mode their deletion
+    vectors would cover every row, and such a file is removed whole there too.
+    """
+    if not every_row_changes(ctx):
+        return None
+    touched = every_file_touched(ctx, candidates)
+    if touched is None:
+        return None
+    if not touched.files:
+        return list(inserts_without_matches(ctx, bool(candidates)))
+    changed_only = TouchedFiles(touched.files, 0, modified_rows={})
+    adds, cdc = write_all_changes(ctx, changed_only, join_type=changed_rows_join(ctx))
+    if deletion_vectors:
+        ctx.metrics.numTargetDeletionVectorsRemoved += sum(1 for f in touched.files if f.deletion_vector)
+    return [*_removed_whole(ctx, touched.files), *adds, *cdc]
+
+
+def _removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
+    m = ctx.metrics
+    m.numTargetFilesRemoved += len(files)
+    m.numTargetBytesRemoved += sum(f.size for f in files)
+    if ctx.partition_columns:
+        m.numTargetPartitionsRemovedFrom = len({tuple(sorted(f.partition_values.items())) for f in files})
+    ts = now_ms()
+    return [f.remove(ts) for f in files]
+
+
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
-    m = ctx.metrics
+    replaced = replace_whole_files(ctx, candidates, deletion_vectors=False)
+    if replaced is not None:
+        return replaced
     cdc: list[AddCDCFile] = []
     found = _broadcast_variant(ctx, candidates)
     if found is not None:
@@ -287,12 +347,7 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
             return list(inserts_without_matches(ctx, bool(candidates)))
         adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
         files = touched.files
-    m.numTargetFilesRemoved = len(files)
-    m.numTargetBytesRemoved = sum(f.size for f in files)
-    if ctx.partition_columns:
-        m.numTargetPartitionsRemovedFrom = len({tuple(sorted(f.partition_values.items())) for f in files})
-    ts = now_ms()
-    return [*(f.remove(ts) for f in files), *adds, *cdc]
+    return [*_removed_whole(ctx, files), *adds, *cdc]
 
 
 def inserts_without_matches(ctx: MergeContext, scanned: bool) -> list[AddFile]:

@@ -16,22 +16,15 @@ from pyroaring import BitMap64
 
 from deltamerge.deletion_vectors import dv_file_path, read_dv, write_dv_file
 from deltamerge.log.actions import Action, AddFile, RemoveFile
-from deltamerge.merge.classic import find_touched_files, inserts_without_matches, write_all_changes
-from deltamerge.merge.clauses import ClauseKind
+from deltamerge.merge.classic import (
+    changed_rows_join,
+    find_touched_files,
+    inserts_without_matches,
+    replace_whole_files,
+    write_all_changes,
+)
 from deltamerge.merge.context import MergeContext
 from deltamerge.spark.write import now_ms
-
-
-def dv_join_type(ctx: MergeContext) -> str:
-    """Job-2 join in DV mode (delta_merge_spec.md §1.5 step 7)."""
-    rm = ctx.rm
-    if rm.is_matched_only:
-        return "inner"
-    if not rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE):
-        return "left"
-    if not rm.of_kind(ClauseKind.NOT_MATCHED):
-        return "right"
-    return "full"
 
 
 def _loose_stats(stats: str | None) -> str | None:
@@ -90,6 +83,9 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     """DV-mode MERGE: returns the commit's file actions."""
     from deltamerge.merge import broadcast, single_pass
 
+    replaced = replace_whole_files(ctx, candidates, deletion_vectors=True)
+    if replaced is not None:
+        return replaced
     done = single_pass.try_write(ctx, candidates, deletion_vectors=True)
     if done is not None:
         assert done.modified_rows is not None
@@ -107,7 +103,7 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     touched = find_touched_files(ctx, candidates, collect_modified_rows=True) if candidates else None
     if touched is None or not touched.files:
         return list(inserts_without_matches(ctx, bool(candidates)))
-    adds, cdc = write_all_changes(ctx, touched, join_type=dv_join_type(ctx))
+    adds, cdc = write_all_changes(ctx, touched, join_type=changed_rows_join(ctx))
     assert touched.modified_rows is not None
     dv_actions = deletion_vector_actions(ctx, touched.files, touched.modified_rows)
     return [*dv_actions, *adds, *cdc]
