@@ -77,10 +77,11 @@ OBSERVATIONS: list[str] = [
     "Snapshot load: the checkpoint's file actions stay Arrow columns and AddFile objects are built lazily; "
     "scans of more than 32 files list them on the driver instead of in a Spark listing job.",
     "Insert-only runs as one job (source LEFT ANTI JOIN candidate files, after dynamic file pruning).",
-    "Replace target with source (NOT MATCHED BY SOURCE DELETE): NOT MATCHED BY SOURCE clauses take the "
-    "Delta-shaped path (a full outer join shuffles the touched files). In copy-on-write mode the unconditional "
-    "clause touches every file, so with a source unique on the join keys job 1 is skipped; DV mode still runs "
-    "it to collect the deleted rows' positions.",
+    "Replace target with source (NOT MATCHED BY SOURCE DELETE): the unconditional MATCHED and NOT MATCHED BY "
+    "SOURCE clauses change every row the merge reads, so with a source unique on the join keys and file "
+    "statistics job 1 is skipped and, in both table modes, the files are removed whole while only the updated "
+    "and inserted rows are written (a full outer join that reads only the target's key column; no deletion "
+    "vectors, which would cover every row).",
 ]
 
 
