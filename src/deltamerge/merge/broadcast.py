@@ -67,7 +67,7 @@ from deltamerge.merge.output import (
     changes_target_row,
     count_actions,
     counter_columns,
-    output_columns,
+    output_exprs,
     output_sql,
     target_side_rows,
     touch_sql,
@@ -308,10 +308,10 @@ def write_changes(
         rewritten = rewritten.selectExpr(
             "*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}"
         )
-        parts.append(rewritten.select(*output_columns(rm, has_target=True), F.col(ACTION)))
+        parts.append(rewritten.selectExpr(*output_exprs(rm, has_target=True), quote_name(ACTION)))
     if inserting:
         unmatched = _unmatched_source(ctx, matched)
-        parts.append(unmatched.select(*output_columns(rm, has_target=False), F.col(ACTION)))
+        parts.append(unmatched.selectExpr(*output_exprs(rm, has_target=False), quote_name(ACTION)))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -115,9 +115,14 @@ def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) 
     filters them out first). A column that every writing clause assigns then needs no unchanged
     target value, so Spark can prune unused target columns from the scan and the join.
     """
+    return [F.expr(e) for e in output_exprs(rm, has_target=has_target, copies=copies)]
+
+
+def output_exprs(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[str]:
+    """``output_columns`` as ``selectExpr`` text (one Python->JVM call for all of them)."""
     names = [f.name for f in rm.final_schema.fields]
     texts = output_sql(rm, has_target=has_target, copies=copies)
-    return [F.expr(f"{t} AS {quote_name(n)}") for t, n in zip(texts, names, strict=True)]
+    return [f"{t} AS {quote_name(n)}" for t, n in zip(texts, names, strict=True)]
 
 
 def touch_sql(rm: ResolvedMerge) -> str:
