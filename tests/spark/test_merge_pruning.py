@@ -715,10 +715,18 @@ def test_replacing_every_row_removes_whole_files(spark, tmp_path, monkeypatch, d
     from deltamerge.merge import classic
     from deltamerge.merge import dv as dv_mode
 
-    scans = []
+    scans, writes = [], []
     real = classic.find_touched_files
+    real_write = classic.write_all_changes
     for module in (classic, dv_mode):
         monkeypatch.setattr(module, "find_touched_files", lambda *a, **k: scans.append(1) or real(*a, **k))
+
+    def write_spy(ctx, touched, **k):  # which write ran: changed rows only ({}), copies (None)
+        writes.append(touched.modified_rows)
+        return real_write(ctx, touched, **k)
+
+    for module in (classic, dv_mode):
+        monkeypatch.setattr(module, "write_all_changes", write_spy)
     clauses = [
         ("whenMatchedDelete", "s.v = 2"),
         ("whenMatchedUpdateAll",),
@@ -731,7 +739,8 @@ def test_replacing_every_row_removes_whole_files(spark, tmp_path, monkeypatch, d
     for shortcut in (True, False):
         path = str(tmp_path / f"t{shortcut}")
         _table(spark, path, n=400, files=4, dv=dv)
-        monkeypatch.setattr(classic, "every_row_changes", real_rule if shortcut else lambda ctx: False)
+        for module in (classic, dv_mode):
+            monkeypatch.setattr(module, "every_row_changes", real_rule if shortcut else lambda ctx: False)
         if cdf:
             prop = "'delta.enableChangeDataFeed' = 'true'"
             deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({prop})")
@@ -742,8 +751,13 @@ def test_replacing_every_row_removes_whole_files(spark, tmp_path, monkeypatch, d
             [(5, 1, None), (10, 2, None), (305, 4, None), (999, 3, None)], "id long, v int, d date"
         )
         scans.clear()
+        writes.clear()
         res = _run(spark, path, src, "t.id = s.id", clauses)
         assert scans == ([1] if dv and not shortcut else [])  # copy-on-write skips job 1 anyway
+        if shortcut:
+            assert writes == [{}]  # the changed rows only, the files removed whole
+        else:
+            assert len(writes) == 1 and (writes[0] is None) == (not dv)
         last = DeltaLog.for_table(path).read_commit(version + 1)
         adds = [a for a in last if type(a).__name__ == "AddFile"]
         assert not any(a.deletion_vector for a in adds)  # removed whole, no deletion vector

@@ -296,21 +296,17 @@ def every_row_changes(ctx: MergeContext) -> bool:
 
 
 def replace_whole_files(
-    ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
-) -> list[Action] | None:
-    """The file actions of a merge that changes every row of every candidate file (a "replace
-    the target with the source" merge), or None when that is not known in advance.
+    ctx: MergeContext, candidates: Sequence[AddFile], touched: TouchedFiles, *, deletion_vectors: bool
+) -> list[Action]:
+    """The file actions of a merge that changes every row (``every_row_changes``) of the files
+    known to be touched without job 1 (``every_file_touched``): a "replace the target with the
+    source" merge.
 
-    Job 1 is skipped (``every_file_touched``) and the write joins the candidates as DV mode does,
-    writing only updated and inserted rows: nothing is copied, so the target's scan reads only
-    the columns the clauses use. The candidates are removed whole: in DV mode their deletion
-    vectors would cover every row, and such a file is removed whole there too.
+    The write joins the files as DV mode does, writing only updated and inserted rows: nothing is
+    copied, so the target's scan reads only the columns the clauses use. The files are removed
+    whole: in DV mode their deletion vectors would cover every row, and such a file is removed
+    whole there too.
     """
-    if not every_row_changes(ctx):
-        return None
-    touched = every_file_touched(ctx, candidates)
-    if touched is None:
-        return None
     if not touched.files:
         return list(inserts_without_matches(ctx, bool(candidates)))
     changed_only = TouchedFiles(touched.files, 0, modified_rows={})
@@ -332,15 +328,15 @@ def _removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
 
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
-    replaced = replace_whole_files(ctx, candidates, deletion_vectors=False)
-    if replaced is not None:
-        return replaced
+    known = every_file_touched(ctx, candidates)
+    if known is not None and every_row_changes(ctx):
+        return replace_whole_files(ctx, candidates, known, deletion_vectors=False)
     cdc: list[AddCDCFile] = []
     found = _broadcast_variant(ctx, candidates)
     if found is not None:
         files, adds = found
     else:
-        touched = every_file_touched(ctx, candidates)
+        touched = known
         if touched is None:
             touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
         if not touched.files:

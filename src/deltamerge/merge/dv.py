@@ -18,6 +18,8 @@ from deltamerge.deletion_vectors import dv_file_path, read_dv, write_dv_file
 from deltamerge.log.actions import Action, AddFile, RemoveFile
 from deltamerge.merge.classic import (
     changed_rows_join,
+    every_file_touched,
+    every_row_changes,
     find_touched_files,
     inserts_without_matches,
     replace_whole_files,
@@ -83,9 +85,9 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     """DV-mode MERGE: returns the commit's file actions."""
     from deltamerge.merge import broadcast, single_pass
 
-    replaced = replace_whole_files(ctx, candidates, deletion_vectors=True)
-    if replaced is not None:
-        return replaced
+    known = every_file_touched(ctx, candidates) if every_row_changes(ctx) else None
+    if known is not None:
+        return replace_whole_files(ctx, candidates, known, deletion_vectors=True)
     done = single_pass.try_write(ctx, candidates, deletion_vectors=True)
     if done is not None:
         assert done.modified_rows is not None

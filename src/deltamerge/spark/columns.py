@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import Column
 
 from deltamerge.errors import AnalysisError
+from deltamerge.spark.types import sql_string
 
 _INFIX = {
     "==": "=",
@@ -64,8 +65,7 @@ def _literal_sql(value: Any) -> str:
         return f"DATE'{value.isoformat()}'"
     if isinstance(value, (bytes, bytearray)):
         return f"X'{bytes(value).hex()}'"
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
+    return sql_string(str(value))
 
 
 def _timestamp_micros(value: _dt.datetime) -> str:
