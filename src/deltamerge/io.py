@@ -23,7 +23,7 @@ from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
-from deltamerge.spark.session import conf_getter, session_time_zone
+from deltamerge.spark.session import conf_getter, quick_replies, session_time_zone
 from deltamerge.spark.types import as_nullable, quote_name, schema_string, to_delta_schema, to_spark_schema
 from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
@@ -138,6 +138,7 @@ def write(
     if key not in _MODES:
         raise InvalidArgumentError(f"Unknown save mode {mode!r}; use error, append, overwrite or ignore.")
     spark = df.sparkSession
+    quick_replies(spark)
     root = _abs(path)
     parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     log = DeltaLog.for_table(root)
@@ -321,4 +322,5 @@ def read(
 ) -> DataFrame:
     """Read a Delta table (latest, or as of ``version`` / ``timestamp``; zone-less timestamps are in
     the session time zone)."""
+    quick_replies(spark)
     return read_snapshot(spark, snapshot_for(path, version, timestamp, time_zone=session_time_zone(spark)))

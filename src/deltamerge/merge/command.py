@@ -28,7 +28,7 @@ from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
 from deltamerge.predicates import to_sql
-from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, setting
+from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, quick_replies, setting
 from deltamerge.spark.types import schema_string
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -92,6 +92,7 @@ def prepare(
     spark: SparkSession, table_root: str, spec: MergeSpec
 ) -> tuple[OptimisticTransaction, ResolvedMerge, MergePlan]:
     """Open the transaction, analyse and plan (no Spark job runs here)."""
+    quick_replies(spark)
     check_grammar(spec.clauses)
     log = DeltaLog.for_table(table_root)
     txn = OptimisticTransaction(log)

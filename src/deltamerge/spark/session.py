@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -70,6 +71,20 @@ def observed_values(obs: Observation) -> dict[str, Any]:
     return values if isinstance(values, dict) else {}
 
 
+def observed_text(obs: Observation) -> str | None:
+    """The one string value of an observation (blocks until its query has run).
+
+    For long lists joined into text in Spark: a classic session reads the string as it is, which
+    is several times faster than rendering the same list as JSON (40k numbers: ~10 ms vs ~40 ms).
+    """
+    jo = getattr(obs, "_jo", None)
+    if jo is None:
+        values = list(obs.get.values())
+        return None if not values or values[0] is None else str(values[0])
+    row = jo.getRow()
+    return None if row.length() == 0 or row.isNullAt(0) else str(row.getString(0))
+
+
 def case_sensitive(spark: SparkSession) -> bool:
     """``spark.sql.caseSensitive``."""
     return (conf_getter(spark)("spark.sql.caseSensitive") or "false").lower() == "true"
@@ -78,6 +93,37 @@ def case_sensitive(spark: SparkSession) -> bool:
 def session_time_zone(spark: SparkSession) -> str:
     """``spark.sql.session.timeZone``."""
     return conf_getter(spark)("spark.sql.session.timeZone") or "UTC"
+
+
+_QUICK_THREADS: set[tuple[int, int]] = set()
+
+
+def quick_replies(spark: SparkSession) -> None:
+    """Classic sessions: turn off Nagle's algorithm on the JVM's end of the py4j sockets.
+
+    py4j writes a reply longer than its 8 KiB buffer in pieces. With Nagle's algorithm the JVM holds
+    the last piece until Python acknowledges the first, and Linux delays that acknowledgement by
+    40 ms: any reply over 8 KiB (an observed list of row positions, a wide schema) took 44 ms, a
+    one-row ``collect()`` ~50 ms instead of ~23. Latency only: nothing else about the socket
+    changes. Done once per Python thread (py4j pins one connection per thread); errors are ignored.
+    """
+    if is_connect(spark):
+        return
+    sc = getattr(spark, "sparkContext", None)
+    gateway = getattr(sc, "_gateway", None)
+    key = (id(gateway), threading.get_ident())
+    if gateway is None or key in _QUICK_THREADS:
+        return
+    _QUICK_THREADS.add(key)
+    with contextlib.suppress(Exception):
+        jvm = gateway.jvm
+        field = jvm.java.lang.Class.forName("py4j.GatewayServer").getDeclaredField("connections")
+        field.setAccessible(True)
+        connections = field.get(gateway.java_gateway_server)
+        for i in range(connections.size()):
+            sock = connections.get(i).getSocket()
+            if not sock.getTcpNoDelay():
+                sock.setTcpNoDelay(True)
 
 
 def prepare_session(spark: SparkSession) -> None:
