@@ -192,8 +192,11 @@ def write_report(report: dict, path: str) -> None:
       f"{report['started']} – {report.get('finished', '?')} ({report.get('wall_minutes', 0):.0f} min). "
       f"Every number below comes from that one run; times are the median of {report['reps']} runs per engine "
       f"(engines interleaved, each run on a fresh copy of the table), after {report.get('warmup', 0)} untimed "
-      "round(s) of each engine on the same scenario (JIT, class loading, code generation). Data is generated deterministically "
-      "(`bench/data.py`).")
+      "round(s) of each engine on the same scenario (JIT, class loading, code generation). "
+      + (f"Before the first scenario of each scale the JVM is warmed up with {report['jit_warmup']} untimed one-file upserts per table "
+         "mode, deltamerge and the floor in turn (Spark's planning code is JIT-compiled over the first ~15 small jobs of a fresh "
+         "JVM; first and last warm-up times per scale are listed below). " if report.get("jit_warmup") else "")
+      + "Data is generated deterministically (`bench/data.py`).")
     w("")
     w("## Machine and versions")
     w("")
@@ -267,6 +270,11 @@ def write_report(report: dict, path: str) -> None:
               f"{om.get('rewriteTimeMs', '–')} | {om.get('executionTimeMs', '–')} | {om.get('numTargetFilesAdded', '–')} / {om.get('numTargetFilesRemoved', '–')} | "
               f"{s['touched_files']} | {s['load']['before']:.2f} → {s['load']['after']:.2f} |")
         w("")
+        jit = entry.get("jit_warmup")
+        if jit:
+            w("JVM warm-up before this scale's scenarios (untimed; seconds of the first round → median of the last three): "
+              + "; ".join(f"{k} {v['first']:.2f} → {v['last3']:.2f} ({v['rounds']} rounds)" for k, v in jit.items()) + ".")
+            w("")
         amp = entry.get("write_amp")
         if amp:
             w(f"Write amplification (DV mode, {amp['target_rows']:,} rows in {amp['target_files']} files, upsert changing "
