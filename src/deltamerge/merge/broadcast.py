@@ -136,11 +136,15 @@ class SourceNotUnique(Exception):
 def row_lists(rows: list, *, verify: bool) -> dict[str, list[int]]:
     """Per file: the positions of its changed rows. With ``verify`` each collected value is
     ``position * 2 + changed`` over every matched row, and a position seen twice raises
-    ``SourceNotUnique``."""
+    ``SourceNotUnique``; a row that carries ``repeated`` (job 1 works both out in Spark) has its
+    count of positions seen twice there and its changed positions in ``rows`` already."""
     out: dict[str, list[int]] = {}
     for r in rows:
         values = list(r["rows"] or [])
-        if verify:
+        if verify and "repeated" in r:
+            if int(r["repeated"] or 0):
+                raise SourceNotUnique()
+        elif verify:
             if len({v >> 1 for v in values}) != len(values):
                 raise SourceNotUnique()
             values = [v >> 1 for v in values if v & 1]
@@ -181,11 +185,16 @@ def find_matches(
     aggs = [F.max(_TOUCH).alias("touched")]
     if deletion_vectors:
         modified = changes_target_row(rm, F.col(ACTION))
-        if verify:  # every matched position, with a bit for "changed"
-            rows_col = F.col(ROW_INDEX_COL) * 2 + modified.cast("long")
+        if verify:
+            # Every matched position with a bit for "changed": positions seen twice are counted
+            # and the changed ones extracted in Spark (the reduce tasks), not in Python.
+            listed = F.collect_list(F.col(ROW_INDEX_COL) * 2 + modified.cast("long"))
+            positions = F.transform(listed, lambda v: F.shiftright(v, 1))
+            aggs.append((F.size(listed) - F.size(F.array_distinct(positions))).alias("repeated"))
+            changed = F.filter(listed, lambda v: v % 2 == 1)
+            aggs.append(F.transform(changed, lambda v: F.shiftright(v, 1)).alias("rows"))
         else:
-            rows_col = F.when(modified, F.col(ROW_INDEX_COL))
-        aggs.append(F.collect_list(rows_col).alias("rows"))
+            aggs.append(F.collect_list(F.when(modified, F.col(ROW_INDEX_COL))).alias("rows"))
     try:
         with (
             job_phase(ctx.spark, "MERGE operation - scanning files for matches"),
