@@ -192,7 +192,8 @@ def write_report(report: dict, path: str) -> None:
       f"{report['started']} – {report.get('finished', '?')} ({report.get('wall_minutes', 0):.0f} min). "
       f"Every number below comes from that one run; times are the median of {report['reps']} runs per engine "
       f"(engines interleaved, each run on a fresh copy of the table), after {report.get('warmup', 0)} untimed "
-      "round(s) of each engine on the same scenario (JIT, class loading, code generation). "
+      "round(s) of each engine on the same scenario (JIT, class loading, code generation); Python's garbage is collected "
+      "before each run, the JVM's is left to the JVM (no forced GC, which slowed the next small merge by ~0.1 s). "
       + (f"Before the first scenario of each scale the JVM is warmed up with {report['jit_warmup']} untimed one-file upserts per table "
          "mode, deltamerge and the floor in turn (Spark's planning code is JIT-compiled over the first ~15 small jobs of a fresh "
          "JVM; first and last warm-up times per scale are listed below). " if report.get("jit_warmup") else "")
