@@ -174,6 +174,54 @@ def test_prune_keeps_only_matching_files(spark, tmp_path):
     }
 
 
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_prune_keys_spanning_the_whole_long_range(spark, tmp_path, dv):
+    """Hashed keys span more than 2^63: the summary's bucket arithmetic must not overflow (Spark's
+    ANSI mode raised ARITHMETIC_OVERFLOW and the MERGE failed). Pruning still keeps only the file
+    holding the matched key, and the merge gives the rows it gives without pruning."""
+    from deltamerge.merge import pruning
+
+    big = 9_000_000_000_000_000_000
+    groups = [[-big, -big + 5], [0, 7], [big - 5, big], [-(1 << 63), (1 << 63) - 1]]
+    results = []
+    for flag in ("true", "false"):
+        path = str(tmp_path / f"t_{flag}")
+        conf = {"delta.enableDeletionVectors": "true"} if dv else None
+        for ids in groups:
+            df = spark.createDataFrame([(x, 1, None) for x in ids], "id long, v int, d date").coalesce(1)
+            deltamerge.write(df, path, mode="append", configuration=conf)
+        src = spark.createDataFrame([(big, 2, None), (3, 3, None), (-(1 << 63), 4, None)], "id long, v int, d date")
+        kept: list = []
+        real = pruning.summarize_source_keys
+
+        def spy(*a, **k):  # type: ignore[no-untyped-def]
+            out = real(*a, **k)
+            kept.append(len(out.files))
+            return out
+
+        with _settings(spark, {DFP: flag}), pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pruning, "summarize_source_keys", spy)
+            res = _run(spark, path, src, "t.id = s.id", UPSERT)
+        results.append((res, _rows(spark, path)))
+        if flag == "true":  # the files holding 3, big and -2^63 are kept; -big..-big+5 is pruned
+            assert kept[0] == 3
+    assert results[0] == results[1]
+    assert results[0][0] == (3, 2, 0, 1)
+
+
+def test_bucket_grid_covers_the_range_with_stable_numbers():
+    """The summary's bucket grid covers [lo, hi] in at most 1024 power-of-two buckets, fits in a
+    long, and stays the same while the range grows inside its window (same generated code)."""
+    from deltamerge.merge.pruning import _BUCKETS, _bucket_grid
+
+    for lo, hi in [(0, 0), (0, 5_000_000), (-7, 3), (-(1 << 63), (1 << 63) - 1), (10**18, 10**18 + 12345)]:
+        base, end, width = _bucket_grid(lo, hi)
+        assert base <= lo and end >= hi and end <= (1 << 63) - 1 and base >= -(1 << 63)
+        assert width & (width - 1) == 0 and base % width == 0
+        assert (hi - base) // width < _BUCKETS
+    assert _bucket_grid(0, 4_999_999) == _bucket_grid(0, 5_000_100) == _bucket_grid(1, 5_000_100)
+
+
 def test_dv_update_without_copy_branch_prunes_target_columns(spark, tmp_path):
     """DV mode: the UPDATE * / INSERT * projection refers to no target column (so Spark reads only
     the key column of the target); a partial SET still keeps the unchanged target values."""
