@@ -190,11 +190,11 @@ def test_prune_keys_spanning_the_whole_long_range(spark, tmp_path, dv):
         for ids in groups:
             df = spark.createDataFrame([(x, 1, None) for x in ids], "id long, v int, d date").coalesce(1)
             deltamerge.write(df, path, mode="append", configuration=conf)
-        src = spark.createDataFrame([(big, 2, None), (3, 3, None), (-(1 << 63), 4, None)], "id long, v int, d date")
+        keys = [(big, 2, None), (3, 3, None), (-(1 << 63), 4, None)]
+        src = spark.createDataFrame(keys, "id long, v int, d date")
         kept: list = []
-        real = pruning.summarize_source_keys
 
-        def spy(*a, **k):  # type: ignore[no-untyped-def]
+        def spy(*a, real=pruning.summarize_source_keys, kept=kept, **k):  # type: ignore[no-untyped-def]
             out = real(*a, **k)
             kept.append(len(out.files))
             return out
