@@ -32,14 +32,17 @@ def test_quick_replies_turns_off_nagle_on_every_py4j_socket(spark, tmp_path):
     deltamerge.write(spark.range(3), path)
     assert all(s.getTcpNoDelay() for s in _py4j_sockets(spark))
 
-    def in_thread() -> None:  # py4j pins a connection per thread: a new one appears
+    before = {s.getPort() for s in _py4j_sockets(spark)}  # the Python end's port: one per connection
+    opened: list = []
+
+    def in_thread() -> None:  # py4j pins a connection per thread (closed when the thread ends)
         assert deltamerge.read(spark, path).count() == 3
+        opened.extend(s.getTcpNoDelay() for s in _py4j_sockets(spark) if s.getPort() not in before)
 
     t = threading.Thread(target=in_thread)
     t.start()
     t.join()
-    assert len(_py4j_sockets(spark)) >= 1
-    assert all(s.getTcpNoDelay() for s in _py4j_sockets(spark))
+    assert opened and all(opened), "the thread's own py4j connection kept Nagle's algorithm"
     big = spark.sparkContext._jvm.org.apache.commons.lang3.StringUtils.repeat("ab", 50_000)
     assert big == "ab" * 50_000
 

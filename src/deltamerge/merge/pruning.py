@@ -238,7 +238,7 @@ def summarize_source_keys(
     bucket = (
         f"CASE WHEN {num} IS NULL THEN -1 "
         f"WHEN NOT ({num} BETWEEN {base} AND {end}) THEN -2 "  # matches no candidate file
-        f"ELSE CAST(floor((CAST({num} AS DOUBLE) - CAST('{base}' AS DOUBLE)) / {width}D) AS INT) END"
+        f"ELSE CAST(floor((CAST({num} AS DOUBLE) - {base}D) / {width}D) AS INT) END"
     )
     query = (
         "SELECT b, min(k) AS lo, max(k) AS hi, max(n) AS n, sum(count) AS rows FROM ("
