@@ -136,6 +136,15 @@ class SessionConf:
     # deltamerge's own: largest number of live rows in the candidate files for which the broadcast
     # variant runs as one Spark job (merge/single_pass.py); 0 turns the single pass off.
     SINGLE_PASS_MAX_ROWS = Setting("spark.deltamerge.merge.singlePassMaxRows", 250_000, int)
+    # deltamerge's own: DV mode's broadcast variant as one Spark job beyond the single pass's
+    # limit (merge/one_job.py); false runs the two jobs of merge/broadcast.py.
+    DV_ONE_JOB = Setting("spark.deltamerge.merge.deletionVectors.oneJob", True, parse_bool)
+    # deltamerge's own: the one job broadcasts the matched target rows (ON-condition columns and a
+    # position) when, even with every candidate row matching, they would take at most this many
+    # bytes (Spark's size estimate); above it they are shuffled with the source.
+    BROADCAST_MATCHED_MAX_BYTES = Setting(
+        "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes", 128 * 1024 * 1024, int
+    )
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
     SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)

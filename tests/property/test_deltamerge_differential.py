@@ -41,11 +41,20 @@ ROW_METRICS = (
 _COUNTER = itertools.count()
 
 
-# The executions of a merge that deltamerge chooses between (merge/single_pass.py, merge/broadcast.py,
-# merge/classic.py), forced one at a time: each must give the oracle's answer.
+# The executions of a merge that deltamerge chooses between (merge/single_pass.py, merge/one_job.py
+# in DV mode with the matched rows broadcast or shuffled, merge/broadcast.py, merge/classic.py),
+# forced one at a time: each must give the oracle's answer.
 VARIANTS = {
     "single-pass": {},
-    "two-job": {"spark.deltamerge.merge.singlePassMaxRows": "0"},
+    "one-job": {"spark.deltamerge.merge.singlePassMaxRows": "0"},
+    "one-job-shuffled": {
+        "spark.deltamerge.merge.singlePassMaxRows": "0",
+        "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes": "0",
+    },
+    "two-job": {
+        "spark.deltamerge.merge.singlePassMaxRows": "0",
+        "spark.deltamerge.merge.deletionVectors.oneJob": "false",
+    },
     "delta-shaped": {"spark.deltamerge.merge.broadcastSourceMaxBytes": "0"},
 }
 

@@ -304,9 +304,16 @@ def test_duplicate_source_keys_that_match_nothing_are_fine(spark, tmp_path):
 
 BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
 SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
-# The three executions of a broadcast-eligible merge: one pass (merge/single_pass.py), the two-job
+ONE_JOB = "spark.deltamerge.merge.deletionVectors.oneJob"
+# The executions of a broadcast-eligible merge: one pass (merge/single_pass.py), DV mode's one job
+# for many candidate rows (merge/one_job.py; copy-on-write runs the two jobs there), the two-job
 # broadcast variant (merge/broadcast.py) and the Delta-shaped path (merge/classic.py).
-VARIANTS = {"single-pass": {}, "two-job": {SINGLE_PASS: "0"}, "delta-shaped": {BROADCAST: "0"}}
+VARIANTS = {
+    "single-pass": {},
+    "one-job": {SINGLE_PASS: "0"},
+    "two-job": {SINGLE_PASS: "0", ONE_JOB: "false"},
+    "delta-shaped": {BROADCAST: "0"},
+}
 
 
 @contextlib.contextmanager
@@ -355,7 +362,7 @@ def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses
         with _settings(spark, conf):
             res = _run(spark, path, source(), "t.id = s.id", CLAUSE_SETS[clauses])
         results.append((res, _rows(spark, path)))
-    assert results[0] == results[1] == results[2]
+    assert all(r == results[0] for r in results)
     assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
 
 
@@ -395,7 +402,7 @@ def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
         results.append((res, _rows(spark, path)))
         snap = DeltaLog.for_table(path).update()
         assert all(set(f.partition_values) == {"v"} for f in snap.files)
-    assert results[0] == results[1] == results[2]
+    assert all(r == results[0] for r in results)
     assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
 
 
@@ -424,7 +431,7 @@ def test_sql_text_expressions_quote_odd_column_names(spark, tmp_path, monkeypatc
         rows = _rows(spark, path)
         assert deltamerge.read(spark, path).columns == cols
         results.append((res, rows))
-    assert results[0] == results[1] == results[2]
+    assert all(r == results[0] for r in results)
     assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
     res, rows = results[0]
     assert res == (24, 4, 0, 20)  # 390..395 fail the update's condition: matched, left as they are
@@ -465,10 +472,11 @@ def test_job_two_reuses_job_one_scan(spark, tmp_path, monkeypatch):
 
 
 def _spy_broadcast(monkeypatch):
-    """Record the broadcast variant's steps: ``single`` (the one pass completed), ``retry`` (it
-    touched only some copy-on-write candidates), ``matched`` / ``written`` (the two jobs
+    """Record the broadcast variant's steps: ``single`` (the one pass completed), ``one-job`` (DV
+    mode's one job completed), ``retry`` (the single pass touched only some copy-on-write
+    candidates, or either could not trust its output), ``matched`` / ``written`` (the two jobs
     completed), ``fallback`` (a target row matched twice: SourceNotUnique)."""
-    from deltamerge.merge import broadcast, single_pass
+    from deltamerge.merge import broadcast, one_job, single_pass
 
     outcomes: list[str] = []
 
@@ -481,7 +489,7 @@ def _spy_broadcast(monkeypatch):
             except broadcast.SourceNotUnique:
                 outcomes.append("fallback")
                 raise
-            except single_pass._Retry:
+            except (single_pass._Retry, one_job._Retry):
                 outcomes.append("retry")
                 raise
             outcomes.append(done)
@@ -490,6 +498,7 @@ def _spy_broadcast(monkeypatch):
         monkeypatch.setattr(module, name, spy)
 
     spy_on(single_pass, "_write", "single")
+    spy_on(one_job, "_write", "one-job")
     spy_on(broadcast, "find_matches", "matched")
     spy_on(broadcast, "write_changes", "written")
     return outcomes
@@ -499,17 +508,18 @@ def _data_files(path):
     return sorted(p.name for p in pathlib.Path(path).rglob("*.parquet"))
 
 
-@pytest.mark.parametrize("variant", ["single-pass", "two-job"])
+@pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 @pytest.mark.parametrize("stats", [True, False], ids=["stats", "no-stats"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_broadcast_variant_detects_multiple_matches(
     spark, tmp_path, monkeypatch, drop_stats, dv, stats, variant
 ):
     """No up-front uniqueness check: the single pass finds the duplicate in its write (copy-on-write:
-    more joined rows than target rows; DV mode: a position listed twice), the two-job variant in
-    job 1 (DV mode) or its write (copy-on-write: the files' statistics, or an observed count
-    without them). Either way the written files are deleted, the Delta-shaped path raises Delta's
-    error and the table is unchanged. Without statistics the single pass does not apply."""
+    more joined rows than target rows; DV mode: a position listed twice), DV mode's one job in its
+    write (a position listed twice), the two-job variant in job 1 (DV mode) or its write
+    (copy-on-write: the files' statistics, or an observed count without them). Either way the
+    written files are deleted, the Delta-shaped path raises Delta's error and the table is
+    unchanged. Without statistics the single pass does not apply."""
     from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
 
     outcomes = _spy_broadcast(monkeypatch)
@@ -531,7 +541,7 @@ def test_broadcast_variant_detects_multiple_matches(
     assert _data_files(path) == files  # nothing the failed write produced is left behind
 
 
-@pytest.mark.parametrize("variant", ["single-pass", "two-job"])
+@pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_job_one_duplicates_allowed_for_lone_unconditional_delete(spark, tmp_path, monkeypatch, dv, variant):
     outcomes = _spy_broadcast(monkeypatch)
@@ -558,17 +568,19 @@ def _removed(path):
     return out
 
 
-def _completed(outcomes: list[str], variant: str) -> bool:
+def _completed(outcomes: list[str], variant: str, dv: bool) -> bool:
     """Whether the variant under test produced the commit (no multiple-match fallback)."""
     if variant == "delta-shaped":
         return outcomes == []
-    if variant == "two-job":
+    if variant == "two-job" or (variant == "one-job" and not dv):
         return outcomes == ["matched", "written"]
+    if variant == "one-job":
+        return outcomes == ["one-job"]
     # One pass, or (copy-on-write, some candidate untouched) a retry with the two jobs.
     return outcomes in (["single"], ["retry", "matched", "written"])
 
 
-@pytest.mark.parametrize("variant", ["single-pass", "two-job"])
+@pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkeypatch, dv, variant):
     """Two source rows share a key but the rest of the ON condition sends them to different target
@@ -582,7 +594,7 @@ def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkey
     # ``s.k + 0`` is no plain equi-join column: the key tuple is (id) alone, duplicated in the source.
     with _settings(spark, VARIANTS[variant]):
         res = _run(spark, path, src, "t.id = s.id AND t.k = s.k + 0", UPSERT)
-    assert _completed(outcomes, variant), outcomes
+    assert _completed(outcomes, variant, dv), outcomes
     assert res == (3, 2, 0, 1)
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
 
@@ -604,7 +616,7 @@ def test_unmatched_source_row_sharing_a_matched_key_is_inserted(
     src = spark.createDataFrame([(1, 0, "A"), (1, 5, "B"), (3, 0, "D")], "id long, k int, s string")
     with _settings(spark, VARIANTS[variant]):
         res = _run(spark, path, src, cond, UPSERT)
-    assert _completed(outcomes, variant), outcomes
+    assert _completed(outcomes, variant, dv), outcomes
     assert res == (3, 1, 0, 2)
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
 
@@ -638,7 +650,7 @@ def test_single_pass_with_untouched_candidates(spark, tmp_path, monkeypatch, dv)
         if variant == "single-pass":
             assert outcomes == (["single"] if dv else ["retry", "matched", "written"])
         results.append((res, _rows(spark, path), len(removed)))
-    assert results[0][:2] == results[1][:2] == results[2][:2]
+    assert all(r[:2] == results[0][:2] for r in results)
     assert results[0][0] == (4, 2, 0, 2)
     assert {r[2] for r in results} == {2}  # only the two touched files lose rows
 
@@ -707,9 +719,10 @@ def test_not_matched_by_source_with_duplicate_source_keys_runs_job_one(spark, tm
 def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encoding):
     """DV mode's single pass brings every matched row's position to the driver: as numbers tagged
     with the file's ordinal (few candidates), as (file, position) structs (many), and when a
-    file's path is spelt differently from the candidates' (no ordinal), it retries with the two
-    jobs. Same rows, counters and deletion vectors as the Delta-shaped path."""
-    from deltamerge.merge import single_pass
+    file's path is spelt differently from the candidates' (no ordinal), it retries; so does the
+    one job (no base for the row's number), and the two jobs run. Same rows, counters and
+    deletion vectors as the Delta-shaped path."""
+    from deltamerge.merge import one_job, single_pass
     from deltamerge.spark import scan
 
     outcomes = _spy_broadcast(monkeypatch)
@@ -723,6 +736,7 @@ def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encodin
             return scan.FileIndex({k.replace("-", "%2D"): v for k, v in index.by_spark_path.items()})
 
         monkeypatch.setattr(single_pass, "file_index", respelt)
+        monkeypatch.setattr(one_job, "file_index", respelt)
     results = []
     for variant in ("single-pass", "delta-shaped"):
         path = str(tmp_path / variant)
@@ -742,7 +756,8 @@ def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encodin
                 [("whenMatchedDelete", "s.v = 2"), ("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],
             )
         if variant == "single-pass":
-            assert outcomes == (["retry", "matched", "written"] if encoding == "untagged" else ["single"])
+            untagged = ["retry", "retry", "matched", "written"]  # the single pass, then the one job
+            assert outcomes == (untagged if encoding == "untagged" else ["single"])
         snap = DeltaLog.for_table(path).update()
         dv_rows = sorted(f.deletion_vector.cardinality for f in snap.files if f.deletion_vector)
         results.append((res, _rows(spark, path), dv_rows))

@@ -82,7 +82,7 @@ _TOUCH = "__dm_touch"
 _VALUE = "__dm_v"
 
 
-def _width(t: DataType) -> int:
+def width(t: DataType) -> int:
     """Spark's default size of a value of ``t`` (its size estimate for a row)."""
     fixed: dict[type, int] = {
         BooleanType: 1, ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8, FloatType: 4,
@@ -92,11 +92,11 @@ def _width(t: DataType) -> int:
     if isinstance(t, DecimalType):
         return 8 if t.precision <= 18 else 16
     if isinstance(t, StructType):
-        return sum(_width(f.dataType) for f in t.fields)
+        return sum(width(f.dataType) for f in t.fields)
     if isinstance(t, ArrayType):
-        return 100 * _width(t.elementType) // 10
+        return 100 * width(t.elementType) // 10
     if isinstance(t, MapType):
-        return 100 * (_width(t.keyType) + _width(t.valueType)) // 10
+        return 100 * (width(t.keyType) + width(t.valueType)) // 10
     return fixed.get(type(t), 64)
 
 
@@ -118,7 +118,7 @@ def fits(ctx: MergeContext) -> bool:
     if ctx.source_rows is None:
         return False
     limit = int(setting(ctx.spark, SessionConf.BROADCAST_SOURCE_MAX_BYTES))
-    row_bytes = 8 + sum(_width(f.dataType) for f in ctx.rm.source_schema.fields)
+    row_bytes = 8 + sum(width(f.dataType) for f in ctx.rm.source_schema.fields)
     return ctx.source_rows * row_bytes <= limit
 
 

@@ -83,12 +83,14 @@ def deletion_vector_actions(
 
 def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """DV-mode MERGE: returns the commit's file actions."""
-    from deltamerge.merge import broadcast, single_pass
+    from deltamerge.merge import broadcast, one_job, single_pass
 
     known = every_file_touched(ctx, candidates) if every_row_changes(ctx) else None
     if known is not None:
         return replace_whole_files(ctx, candidates, known, deletion_vectors=True)
     done = single_pass.try_write(ctx, candidates, deletion_vectors=True)
+    if done is None:
+        done = one_job.try_write(ctx, candidates)
     if done is not None:
         assert done.modified_rows is not None
         return [*deletion_vector_actions(ctx, done.touched, done.modified_rows), *done.adds]

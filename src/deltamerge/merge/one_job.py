@@ -1,0 +1,247 @@
+"""DV mode's broadcast variant as one Spark job, for candidate files of many rows (beyond Delta OSS).
+
+The two-job variant (``merge/broadcast.py``) scans the candidates against the broadcast source,
+persists the matched rows, collects the touched files and positions, then writes in a second job.
+In DV mode nothing but the matched target rows is ever needed from the target, so one write does
+it all:
+
+- ``candidates LEFT SEMI JOIN broadcast(source)``: the matched target rows, found while the target
+  streams (Spark prunes the broadcast to the ON condition's columns). Each carries one number,
+  its file's ordinal in the high bits and its row position below, instead of a path string;
+- ``source LEFT OUTER JOIN those rows``, shuffled: only the matched target rows and the source
+  move, never the whole target. Matched rows get their MATCHED clause, the others their NOT
+  MATCHED clause; only updated and inserted rows are written;
+- ``observe()`` brings every matched row's number (with a bit for "changed") to the driver as one
+  text, and the clause counters.
+
+The driver decodes the numbers into the new deletion vectors. A position listed twice is a target
+row matched by two source rows: the written files are deleted and the Delta-shaped path reports it
+(``SourceNotUnique``). A row whose file is not among the candidates' paths (a path spelt
+differently) or a dropped observation discards the output too, and the two-job variant runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from deltamerge.config import SessionConf
+from deltamerge.log.actions import AddFile
+from deltamerge.merge import broadcast
+from deltamerge.merge.analysis import tcol
+from deltamerge.merge.context import MergeContext, observed_metrics, timed_ms
+from deltamerge.merge.output import (
+    ACTION,
+    COPY,
+    DROP,
+    SOURCE_PRESENT,
+    TARGET_PRESENT,
+    action_sql,
+    changes_target_row_sql,
+    count_actions,
+    counter_columns,
+    output_exprs,
+    written_rows,
+)
+from deltamerge.merge.single_pass import Written
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
+from deltamerge.spark.session import (
+    is_connect,
+    job_phase,
+    local_frame,
+    observed_text,
+    setting,
+    temporary_settings,
+)
+from deltamerge.spark.types import quote_name
+
+_BASE = "__dm_base"
+_TAG = "__dm_tag"
+#: Rows (source plus matched target rows) per reduce task of a shuffled join.
+_ROWS_PER_TASK = 1_000_000
+#: Without row counts in the statistics, each file's numbers start at a multiple of 2^42
+#: (positions below 2^41, up to 2^21 files).
+_SHIFT = 42
+_MAX_FILES = 1 << 21
+
+
+class _Retry(Exception):
+    """The output cannot be trusted (an unknown file path, a dropped observation): the two-job
+    variant runs instead."""
+
+
+def applies(ctx: MergeContext, candidates: Sequence[AddFile]) -> bool:
+    """Whether the one-job variant is on and the broadcast variant applies."""
+    if not candidates or len(candidates) >= _MAX_FILES or ctx.source_rows is None:
+        return False
+    return bool(setting(ctx.spark, SessionConf.DV_ONE_JOB)) and broadcast.usable(ctx)
+
+
+def try_write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | None:
+    """The one job when it applies and completes, else None (nothing of it is left behind)."""
+    if not applies(ctx, candidates):
+        return None
+    try:
+        return _write(ctx, candidates)
+    except broadcast.SourceNotUnique:
+        ctx.source_unique = False
+    except _Retry:
+        pass
+    return None
+
+
+def number_bases(candidates: Sequence[AddFile]) -> list[int]:
+    """Where each candidate's numbers start: a matched row's number is ``base + position * 2 +
+    changed``. With row counts, the bases are the running total of twice the files' physical rows,
+    so the numbers stay as short as the candidates are large (they travel as text)."""
+    counts = [f.num_records for f in candidates]
+    if any(n is None for n in counts):
+        return [i << _SHIFT for i in range(len(candidates))]
+    bases, total = [], 0
+    for n in counts:
+        bases.append(total)
+        total += 2 * int(n or 0)
+    return bases
+
+
+def _matched_side_bytes(ctx: MergeContext, candidates: Sequence[AddFile]) -> int | None:
+    """The matched target rows' size if every candidate row matched (None without statistics)."""
+    rows = broadcast.live_rows(candidates)
+    if rows is None:
+        return None
+    fields = ctx.rm.target_schema.fields
+    width = 8 + 8 + 1 + sum(broadcast.width(fields[i].dataType) for i in ctx.condition_target_columns())
+    return rows * width
+
+
+def _matched_targets(ctx: MergeContext, candidates: Sequence[AddFile], uris: list[str]) -> DataFrame:
+    """The candidates' rows some source row matches, each with its number (file and position)."""
+    target = ctx.target(candidates, with_file=True, with_row_index=True)
+    matched = target.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
+    # A long per row instead of the path; a path not in ``uris`` gets none.
+    schema = StructType([StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)])
+    bases = local_frame(ctx.spark, list(zip(uris, number_bases(candidates), strict=True)), schema)
+    matched = matched.join(F.broadcast(bases), on=FILE_COL, how="left")
+    names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields))]
+    return matched.selectExpr(
+        *names, f"{_BASE} + {ROW_INDEX_COL} * 2 AS {_TAG}", f"true AS {TARGET_PRESENT}"
+    )
+
+
+def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
+    rm = ctx.rm
+    m = ctx.metrics
+    start = time.monotonic()
+    index = file_index(ctx.table_root, candidates)
+    uris = list(index.by_spark_path)
+    index_order = [index.by_spark_path[u] for u in uris]
+    source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
+    matched = _matched_targets(ctx, index_order, uris)
+    # Broadcast when even every candidate row matching would fit: the source then streams into
+    # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
+    size = _matched_side_bytes(ctx, candidates)
+    limit = int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
+    broadcasting = size is not None and size <= limit
+    if broadcasting:
+        matched = F.broadcast(matched)
+    joined = source.join(matched, on=ctx.condition(), how="left")
+    joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
+    # Every matched row's number plus its "changed" bit; -1 for a row whose file had no base.
+    tp = quote_name(TARGET_PRESENT)
+    number = f"coalesce({_TAG} + CAST({changes_target_row_sql(rm)} AS BIGINT), -1)"
+    positions = Observation(f"oneJobPositions_{time.monotonic_ns()}_{threading.get_ident()}")
+    joined = joined.observe(
+        positions, F.expr(f"array_join(collect_list(CASE WHEN {tp} IS NOT NULL THEN {number} END), ',')")
+    )
+    # Only updated and inserted rows are written: the rest stays behind the new deletion vectors.
+    joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
+    out = joined.selectExpr(*output_exprs(rm, has_target=True, copies=False), quote_name(ACTION))
+    out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
+    with (
+        broadcast.undone_on_error(ctx),
+        job_phase(ctx.spark, "MERGE operation - writing modified rows"),
+        _static_plan(ctx, shuffled=not broadcasting),
+    ):
+        adds = ctx.write(written_rows(out, rm))
+        counts = get_counts(lambda: count_actions(out, rm))
+        try:
+            text = observed_text(positions)
+        except Exception as e:  # Spark dropped the observation: no positions, no commit from here
+            raise _Retry() from e
+        if text is None:
+            raise _Retry()
+        changed = changed_positions(text, index_order)
+    touched = [index_order[o] for o in changed]
+    m.add_clause_counts(rm, counts)
+    assert ctx.source_rows is not None
+    m.numSourceRows = m.numSourceRowsInSecondScan = ctx.source_rows
+    m.use_second_scan_source_rows = False
+    m.rewriteTimeMs += timed_ms(start)
+    return Written(touched, adds, {f.path: changed[o] for f, o in zip(touched, changed, strict=True)})
+
+
+@contextlib.contextmanager
+def _static_plan(ctx: MergeContext, *, shuffled: bool) -> Iterator[None]:
+    """Plan the job once, with whole waves of evenly sized reduce tasks.
+
+    The broadcasts are built as the query starts and the join's size is known from the source-key
+    summary, so adaptive execution has little to improve; its coalescing packed the join into 3
+    partitions on 2 cores (a lone last task: ~0.3 s of a 2 s merge). Without it: a multiple of the
+    cores, about ``_ROWS_PER_TASK`` rows per task, at most the session's shuffle partitions.
+    Classic sessions only (on Connect each setting costs a round trip).
+    """
+    spark = ctx.spark
+    if is_connect(spark):
+        yield
+        return
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    try:
+        configured = int(spark.conf.get("spark.sql.shuffle.partitions", None) or 200)
+    except ValueError:
+        configured = 200
+    rows = 2 * (ctx.source_rows or 0)  # the source and at most as many matched target rows
+    waves = max(2, -(-rows // (cores * _ROWS_PER_TASK)))
+    partitions = max(1, min(configured, cores * waves))
+    settings = {"spark.sql.adaptive.enabled": "false"}
+    if shuffled:
+        settings["spark.sql.shuffle.partitions"] = str(partitions)
+    with temporary_settings(spark, settings):
+        yield
+
+
+def changed_positions(text: str, files: Sequence[AddFile]) -> dict[int, list[int]]:
+    """Decode the observed numbers (``number_bases``): candidate index -> sorted positions of its
+    changed rows.
+
+    Raises ``SourceNotUnique`` when a position is listed twice (a target row matched twice) and
+    ``_Retry`` for a number that names no row of a candidate (a row of a file without a base).
+    """
+    if not text:
+        return {}
+    values = np.fromstring(text, dtype=np.int64, sep=",")  # C parsing: ~10 ms for 400k numbers
+    values.sort()
+    if int(values[0]) < 0:
+        raise _Retry()
+    rows = values >> 1  # base / 2 + position, sorted
+    if rows.size > 1 and bool((rows[1:] == rows[:-1]).any()):
+        raise broadcast.SourceNotUnique()
+    starts = np.array(number_bases(files), dtype=np.int64) >> 1
+    changed = rows[(values & 1) == 1]
+    cuts = np.searchsorted(changed, starts)
+    ends = [*cuts[1:].tolist(), changed.size]
+    out: dict[int, list[int]] = {}
+    for i, (lo, hi) in enumerate(zip(cuts.tolist(), ends, strict=True)):
+        if hi > lo:
+            positions = changed[lo:hi] - starts[i]
+            limit = files[i].num_records
+            if limit is not None and int(positions[-1]) >= limit:
+                raise _Retry()
+            out[i] = positions.tolist()
+    return out

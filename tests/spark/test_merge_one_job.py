@@ -1,0 +1,181 @@
+"""DV mode's one-job variant (merge/one_job.py): same table, counters and deletion vectors as the
+Delta-shaped path, with the matched target rows broadcast or shuffled, on plain, partitioned and
+statistics-less tables; the decoding of the observed numbers."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+from test_merge_pruning import _rows, _run, _settings, _spy_broadcast, _table
+
+from deltamerge import DeltaTable
+from deltamerge.log.actions import AddFile
+from deltamerge.log.snapshot import DeltaLog
+
+SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
+MATCHED_MAX = "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes"
+DELTA_SHAPED = {"spark.deltamerge.merge.broadcastSourceMaxBytes": "0"}
+SIDES = {"broadcast": {SINGLE_PASS: "0"}, "shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0"}}
+
+CLAUSES = {
+    "upsert": [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],
+    # Matched rows of every kind: updated, deleted, left as they are (COPY: not written, no DV bit).
+    "mixed": [
+        ("whenMatchedUpdate", "t.v < 3", {"v": "s.v + 100"}),
+        ("whenMatchedDelete", "t.v >= 5"),
+        ("whenNotMatchedInsert", "s.id % 2 = 0", {"id": "s.id", "v": "s.v", "d": "s.d"}),
+    ],
+    "matched_only": [("whenMatchedUpdate", "s.v = 1", {"v": "t.v * 10"})],
+    "delete_only": [("whenMatchedDelete",)],
+}
+
+
+def _source(spark):
+    return spark.range(0, 80).select(
+        (F.col("id") * 37 % 1400).alias("id"),
+        (F.col("id") % 3).cast("int").alias("v"),
+        F.lit(None).cast("date").alias("d"),
+    )
+
+
+def _state(spark, path):
+    snap = DeltaLog.for_table(path).update()
+    dvs = sorted(f.deletion_vector.cardinality for f in snap.files if f.deletion_vector)
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+    keep = ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsInserted", "numSourceRows",
+            "numTargetFilesRemoved", "numTargetDeletionVectorsAdded", "numTargetDeletionVectorsUpdated",
+            "numTargetRowsCopied", "numOutputRows")  # fmt: skip
+    return _rows(spark, path), dvs, {k: metrics.get(k) for k in keep}
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+@pytest.mark.parametrize("clauses", sorted(CLAUSES))
+def test_one_job_same_as_delta_shaped(spark, tmp_path, monkeypatch, clauses, side):
+    """On files that already carry deletion vectors (their rows stay masked, their DVs grow)."""
+    outcomes = _spy_broadcast(monkeypatch)
+    results = []
+    for variant, conf in (("one-job", SIDES[side]), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / variant)
+        _table(spark, path, dv=True)
+        DeltaTable.forPath(spark, path).delete("id % 50 = 7")
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, _source(spark), "t.id = s.id", CLAUSES[clauses])
+        if variant == "one-job":
+            assert outcomes == ["one-job"]
+        results.append((res, *_state(spark, path)))
+    assert results[0] == results[1]
+    assert results[0][2]  # some file got a deletion vector
+    assert int(results[0][3]["numTargetDeletionVectorsUpdated"]) > 0  # a DV united with the old one
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_one_job_partitioned_table(spark, tmp_path, monkeypatch, side):
+    """Matched rows masked in their partitions' files, inserts routed to new partitions."""
+    outcomes = _spy_broadcast(monkeypatch)
+    results = []
+    for variant, conf in (("one-job", SIDES[side]), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / variant)
+        _table(spark, path, dv=True, partition_by=["v"])
+        source = spark.range(0, 40).select(
+            (F.col("id") * 53 % 1300).alias("id"), (F.col("id") % 7).cast("int").alias("v"),
+            F.lit(None).cast("date").alias("d"),
+        )  # fmt: skip
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, source, "t.id = s.id AND t.v = s.v", CLAUSES["upsert"])
+        if variant == "one-job":
+            assert outcomes == ["one-job"]
+        snap = DeltaLog.for_table(path).update()
+        assert all(set(f.partition_values) == {"v"} for f in snap.files)
+        results.append((res, *_state(spark, path)))
+    assert results[0] == results[1]
+
+
+def test_one_job_without_statistics(spark, tmp_path, monkeypatch, drop_stats):
+    """Files without row counts: each file's numbers start at a multiple of 2^42, and the matched
+    rows are shuffled (no bound on how many there are)."""
+    from deltamerge.merge import one_job
+
+    outcomes = _spy_broadcast(monkeypatch)
+    broadcasts = []
+    real = one_job._matched_side_bytes
+    monkeypatch.setattr(one_job, "_matched_side_bytes", lambda *a: broadcasts.append(real(*a)) or real(*a))
+    results = []
+    for variant, conf in (("one-job", SIDES["broadcast"]), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / variant)
+        _table(spark, path, dv=True)
+        drop_stats(path)
+        DeltaTable.forPath(spark, path).delete("id % 50 = 7")
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, _source(spark), "t.id = s.id", CLAUSES["mixed"])
+        if variant == "one-job":
+            assert outcomes == ["one-job"]
+        results.append((res, *_state(spark, path)[:2]))
+    assert results[0] == results[1]
+    assert broadcasts == [None]
+
+
+def test_one_job_restores_session_settings(spark, tmp_path, monkeypatch):
+    """The job runs without adaptive execution and with its own shuffle partitions; the session's
+    settings are back afterwards."""
+    from deltamerge.merge import one_job
+
+    seen = []
+    real = one_job.observed_text
+
+    def current():
+        return spark.conf.get("spark.sql.adaptive.enabled"), spark.conf.get("spark.sql.shuffle.partitions")
+
+    def spy(obs):  # runs inside the job's settings block
+        seen.append(current())
+        return real(obs)
+
+    monkeypatch.setattr(one_job, "observed_text", spy)
+    path = str(tmp_path / "t")
+    _table(spark, path, dv=True)
+    before = current()
+    with _settings(spark, SIDES["shuffled"]):
+        _run(spark, path, _source(spark), "t.id = s.id", CLAUSES["upsert"])
+    assert seen and seen[0][0] == "false"
+    assert 1 <= int(seen[0][1]) <= int(before[1])
+    assert current() == before
+
+
+def _files(*counts):
+    return [AddFile(path=f"f{i}", partition_values={}, size=1, modification_time=0, data_change=True,
+                    stats=None if n is None else f'{{"numRecords":{n}}}')
+            for i, n in enumerate(counts)]  # fmt: skip
+
+
+def test_number_bases():
+    from deltamerge.merge import one_job
+
+    assert one_job.number_bases(_files(3, 5, 2)) == [0, 6, 16]
+    assert one_job.number_bases(_files(3, None)) == [0, 1 << 42]
+
+
+def test_changed_positions_decoding():
+    from deltamerge.merge import broadcast, one_job
+
+    files = _files(3, 5, 2)  # numbers: file 0 from 0, file 1 from 6, file 2 from 16
+
+    def number(i, pos, changed):
+        return one_job.number_bases(files)[i] + 2 * pos + changed
+
+    text = ",".join(str(number(*t)) for t in [(1, 4, 1), (0, 2, 1), (1, 0, 0), (2, 1, 1), (1, 2, 1)])
+    assert one_job.changed_positions(text, files) == {0: [2], 1: [2, 4], 2: [1]}
+    assert one_job.changed_positions("", files) == {}
+    # Only unchanged matches: no file is touched.
+    assert one_job.changed_positions(str(number(1, 3, 0)), files) == {}
+    # The same row twice (changed or not): a target row matched by two source rows.
+    with pytest.raises(broadcast.SourceNotUnique):
+        one_job.changed_positions(f"{number(1, 3, 0)},{number(1, 3, 1)}", files)
+    # A row of a file without a base, or a position beyond the last file's rows: not trusted.
+    for bad in ("-1", str(number(2, 2, 1))):
+        with pytest.raises(one_job._Retry):
+            one_job.changed_positions(f"{number(0, 1, 1)},{bad}", files)
+    shifted = _files(3, None)
+    text = f"{(1 << 42) + 2 * 7 + 1},{2 * 1 + 1}"
+    assert one_job.changed_positions(text, shifted) == {0: [1], 1: [7]}
