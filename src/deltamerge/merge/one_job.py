@@ -63,7 +63,6 @@ from deltamerge.spark.session import (
 from deltamerge.spark.types import quote_name
 
 _BASE = "__dm_base"
-_TAG = "__dm_tag"
 #: Rows (source plus matched target rows) per reduce task of a shuffled join.
 _ROWS_PER_TASK = 1_000_000
 #: Without row counts in the statistics, each file's numbers start at a multiple of 2^42
@@ -130,9 +129,9 @@ def _matched_targets(ctx: MergeContext, candidates: Sequence[AddFile], uris: lis
     bases = local_frame(ctx.spark, list(zip(uris, number_bases(candidates), strict=True)), schema)
     matched = matched.join(F.broadcast(bases), on=FILE_COL, how="left")
     names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields))]
-    return matched.selectExpr(
-        *names, f"{_BASE} + {ROW_INDEX_COL} * 2 AS {_TAG}", f"true AS {TARGET_PRESENT}"
-    )
+    # The number doubles as the "target present" marker (never null on a matched row: -2 when the
+    # row's file has no base), one column fewer to broadcast or shuffle.
+    return matched.selectExpr(*names, f"coalesce({_BASE} + {ROW_INDEX_COL} * 2, -2) AS {TARGET_PRESENT}")
 
 
 def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
@@ -153,9 +152,9 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
         matched = F.broadcast(matched)
     joined = source.join(matched, on=ctx.condition(), how="left")
     joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
-    # Every matched row's number plus its "changed" bit; -1 for a row whose file had no base.
+    # Every matched row's number plus its "changed" bit (negative for a row whose file had no base).
     tp = quote_name(TARGET_PRESENT)
-    number = f"coalesce({_TAG} + CAST({changes_target_row_sql(rm)} AS BIGINT), -1)"
+    number = f"{tp} + CAST({changes_target_row_sql(rm)} AS BIGINT)"
     positions = Observation(f"oneJobPositions_{time.monotonic_ns()}_{threading.get_ident()}")
     joined = joined.observe(
         positions, F.expr(f"array_join(collect_list(CASE WHEN {tp} IS NOT NULL THEN {number} END), ',')")
