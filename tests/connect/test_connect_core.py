@@ -181,6 +181,55 @@ def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
     )
 
 
+_DV_VARIANTS = {
+    "single-pass": {},
+    "one-job": {"spark.deltamerge.merge.singlePassMaxRows": "0"},
+    "one-job-shuffled": {
+        "spark.deltamerge.merge.singlePassMaxRows": "0",
+        "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes": "0",
+    },
+    "two-job": {
+        "spark.deltamerge.merge.singlePassMaxRows": "0",
+        "spark.deltamerge.merge.deletionVectors.oneJob": "false",
+    },
+}
+
+
+@pytest.mark.parametrize("variant", sorted(_DV_VARIANTS))
+def test_dv_merge_variants(connect_spark, tmp_path, variant):
+    """DV mode's broadcast executions on Connect (observations read through ``Observation.get``,
+    session settings left alone): same counters, rows and deletion vectors."""
+    spark = connect_spark
+    path = str(tmp_path / "t")
+    df = spark.range(0, 400, 1, 4).selectExpr("id", "cast(id % 7 as int) as v")
+    deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"})
+    src = spark.range(0, 40).selectExpr("id * 13 % 500 as id", "cast(-id as int) as v")
+    for key, value in _DV_VARIANTS[variant].items():
+        spark.conf.set(key, value)
+    try:
+        result = (
+            DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+            .whenMatchedDelete("s.v > -5")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )  # fmt: skip
+    finally:
+        for key in _DV_VARIANTS[variant]:
+            spark.conf.unset(key)
+    ids = [i * 13 % 500 for i in range(40)]
+    deleted = {k for i, k in enumerate(ids) if -i > -5 and k < 400}
+    updated = {k for k in ids if k < 400} - deleted
+    inserted = {k for k in ids if k >= 400}
+    assert tuple(result.collect()[0]) == (40, len(updated), len(deleted), len(inserted))
+    snap = snapshot_for(path)
+    masked = sum(f.deletion_vector.cardinality for f in snap.files if f.deletion_vector)
+    assert masked == len(updated | deleted)
+    by_id = dict(_rows(DeltaTable.forPath(spark, path).toDF()))
+    assert set(by_id) == (set(range(400)) - deleted) | inserted
+    assert all(by_id[k] == -ids.index(k) for k in updated | inserted)
+
+
 def test_format_delta_reads_and_writes(connect_spark, tmp_path):
     spark = connect_spark
     deltamerge.configure(spark)

@@ -179,3 +179,53 @@ def test_changed_positions_decoding():
     shifted = _files(3, None)
     text = f"{(1 << 42) + 2 * 7 + 1},{2 * 1 + 1}"
     assert one_job.changed_positions(text, shifted) == {0: [1], 1: [7]}
+
+
+def _shape_tables(spark, shape):
+    """(target, source, ON condition, clauses, settings) for merges of other shapes."""
+    if shape == "evolution":  # a new source column: schema evolution with UPDATE SET * / INSERT *
+        target = spark.range(0, 300, numPartitions=3).selectExpr("id", "cast(id % 7 as int) as v")
+        source = spark.range(0, 30).selectExpr(
+            "id * 17 % 400 as id", "cast(-id as int) as v", "'n' as extra"
+        )
+        clauses = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
+        evolve = {"spark.databricks.delta.schema.autoMerge.enabled": "true"}
+        return target, source, "t.id = s.id", clauses, evolve
+    if shape == "string_key_nulls":  # string keys, NULL keys on both sides (never match)
+        target = spark.range(0, 300, numPartitions=3).selectExpr(
+            "CASE WHEN id % 50 = 0 THEN NULL ELSE concat('k', id) END as k", "cast(id as int) as v"
+        )
+        source = spark.range(0, 30).selectExpr(
+            "CASE WHEN id % 10 = 0 THEN NULL ELSE concat('k', id * 13 % 400) END as k",
+            "cast(-id as int) as v",
+        )
+        clauses = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
+        return target, source, "t.k = s.k", clauses, {}
+    # Two key columns and a residual condition that sends some key matches to no row.
+    target = spark.range(0, 300, numPartitions=3).selectExpr(
+        "id % 100 as a", "id div 100 as b", "cast(id as int) as v"
+    )
+    source = spark.range(0, 40).selectExpr("id * 7 % 120 as a", "id % 3 as b", "cast(id as int) as v")
+    clauses = [("whenMatchedUpdate", None, {"v": "t.v + s.v"}), ("whenNotMatchedInsertAll",)]
+    return target, source, "t.a = s.a AND t.b = s.b AND t.v % 4 <> s.v % 4", clauses, {}
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+@pytest.mark.parametrize("shape", ["evolution", "string_key_nulls", "composite_residual"])
+def test_one_job_merge_shapes(spark, tmp_path, monkeypatch, shape, side):
+    import deltamerge
+
+    outcomes = _spy_broadcast(monkeypatch)
+    results = []
+    for variant, conf in (("one-job", SIDES[side]), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / variant)
+        target, source, cond, clauses, extra = _shape_tables(spark, shape)
+        deltamerge.write(target, path, configuration={"delta.enableDeletionVectors": "true"})
+        outcomes.clear()
+        with _settings(spark, {**conf, **extra}):
+            res = _run(spark, path, source, cond, clauses)
+        if variant == "one-job":
+            assert outcomes == ["one-job"]
+        results.append((res, *_state(spark, path)[:2], deltamerge.read(spark, path).columns))
+    assert results[0] == results[1]
+    assert results[0][0][1] > 0  # some rows were updated

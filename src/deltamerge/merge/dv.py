@@ -4,6 +4,11 @@ Job 1 finds the touched files and, in the same aggregation, the row indexes each
 an UPDATE or DELETE clause changes). Job 2 writes only updated and inserted rows as new files. Each
 touched file then gets a new deletion vector (its old one united with the changed rows) or, when
 every row is gone, is removed whole. Unchanged rows are never rewritten.
+
+With a broadcastable source the two jobs are one: the single pass for few candidate rows
+(``single_pass.py``), the one job beyond (``one_job.py``); the two-job broadcast variant
+(``broadcast.py``) remains when either cannot trust its output, and the Delta-shaped path
+(``classic.py``) for everything else.
 """
 
 from __future__ import annotations

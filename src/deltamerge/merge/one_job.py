@@ -166,7 +166,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     with (
         broadcast.undone_on_error(ctx),
         job_phase(ctx.spark, "MERGE operation - writing modified rows"),
-        _static_plan(ctx, shuffled=not broadcasting),
+        _static_plan(ctx),
     ):
         adds = ctx.write(written_rows(out, rm))
         counts = get_counts(lambda: count_actions(out, rm))
@@ -187,14 +187,15 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
 
 
 @contextlib.contextmanager
-def _static_plan(ctx: MergeContext, *, shuffled: bool) -> Iterator[None]:
+def _static_plan(ctx: MergeContext) -> Iterator[None]:
     """Plan the job once, with whole waves of evenly sized reduce tasks.
 
     The broadcasts are built as the query starts and the join's size is known from the source-key
-    summary, so adaptive execution has little to improve; its coalescing packed the join into 3
-    partitions on 2 cores (a lone last task: ~0.3 s of a 2 s merge). Without it: a multiple of the
-    cores, about ``_ROWS_PER_TASK`` rows per task, at most the session's shuffle partitions.
-    Classic sessions only (on Connect each setting costs a round trip).
+    summary, so adaptive execution has little to improve; its coalescing packed the shuffled join
+    into 3 partitions on 2 cores (a lone last task: ~0.3 s of a 2 s merge). Without it, every shuffle
+    (the join's when it is shuffled, a partitioned table's repartitioning before the write) has a
+    multiple of the cores as partitions, about ``_ROWS_PER_TASK`` rows each, at most the session's
+    shuffle partitions. Classic sessions only (on Connect each setting costs a round trip).
     """
     spark = ctx.spark
     if is_connect(spark):
@@ -208,9 +209,7 @@ def _static_plan(ctx: MergeContext, *, shuffled: bool) -> Iterator[None]:
     rows = 2 * (ctx.source_rows or 0)  # the source and at most as many matched target rows
     waves = max(2, -(-rows // (cores * _ROWS_PER_TASK)))
     partitions = max(1, min(configured, cores * waves))
-    settings = {"spark.sql.adaptive.enabled": "false"}
-    if shuffled:
-        settings["spark.sql.shuffle.partitions"] = str(partitions)
+    settings = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(partitions)}
     with temporary_settings(spark, settings):
         yield
 
