@@ -229,3 +229,27 @@ def test_one_job_merge_shapes(spark, tmp_path, monkeypatch, shape, side):
         results.append((res, *_state(spark, path)[:2], deltamerge.read(spark, path).columns))
     assert results[0] == results[1]
     assert results[0][0][1] > 0  # some rows were updated
+
+
+def test_matched_side_estimate_counts_the_target_columns_the_merge_reads(spark, tmp_path, monkeypatch):
+    """The broadcast decision's worst case: the key, the number, and every target column an update
+    reads (here a string column), which the matched rows carry through the join."""
+    import deltamerge
+    from deltamerge.merge import one_job
+
+    sizes = []
+    real = one_job._matched_side_bytes
+    monkeypatch.setattr(one_job, "_matched_side_bytes", lambda *a: sizes.append(real(*a)) or sizes[-1])
+    df = spark.range(0, 300, numPartitions=3).selectExpr("id", "concat('x', id) as s", "cast(id as int) as v")
+    source = spark.range(0, 30).selectExpr("id * 7 as id", "'y' as s", "cast(-id as int) as v")
+    for clauses in (
+        [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],
+        [("whenMatchedUpdate", None, {"s": "concat(t.s, s.s)"}), ("whenNotMatchedInsertAll",)],
+    ):
+        path = str(tmp_path / f"t{len(sizes)}")
+        deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"})
+        with _settings(spark, SIDES["broadcast"]):
+            _run(spark, path, source, "t.id = s.id", clauses)
+    # 300 rows x (row + number + id) against the same plus the string column's 20 bytes (and v,
+    # which the partial update keeps).
+    assert sizes == [300 * (8 + 8 + 8), 300 * (8 + 8 + 8 + 20 + 4)]

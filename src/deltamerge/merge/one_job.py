@@ -6,12 +6,15 @@ In DV mode nothing but the matched target rows is ever needed from the target, s
 it all:
 
 - ``candidates LEFT SEMI JOIN broadcast(source)``: the matched target rows, found while the target
-  streams (Spark prunes the broadcast to the ON condition's columns). Each carries one number,
-  its file's ordinal in the high bits and its row position below, instead of a path string;
-- ``source LEFT OUTER JOIN those rows``, shuffled: only the matched target rows and the source
-  move, never the whole target. Matched rows get their MATCHED clause, the others their NOT
-  MATCHED clause; only updated and inserted rows are written;
-- ``observe()`` brings every matched row's number (with a bit for "changed") to the driver as one
+  streams (Spark prunes the broadcast to the ON condition's columns). Each keeps its ON-condition
+  columns and one number, its file's base plus twice its row position (``number_bases``), instead
+  of a path string;
+- ``source LEFT OUTER JOIN those rows``: the matched rows are broadcast when even every candidate
+  row matching would fit (``broadcastMatchedMaxBytes``), so the source streams into the write;
+  otherwise both sides are shuffled (the matched target rows only, never the whole target).
+  Matched rows get their MATCHED clause, the others their NOT MATCHED clause; only updated and
+  inserted rows are written;
+- ``observe()`` brings every matched row's number (plus one for "changed") to the driver as one
   text, and the clause counters.
 
 The driver decodes the numbers into the new deletion vectors. A position listed twice is a target
@@ -23,6 +26,7 @@ differently) or a dropped observation discards the output too, and the two-job v
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -51,6 +55,7 @@ from deltamerge.merge.output import (
     written_rows,
 )
 from deltamerge.merge.single_pass import Written
+from deltamerge.predicates import to_sql
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
 from deltamerge.spark.session import (
     is_connect,
@@ -110,14 +115,16 @@ def number_bases(candidates: Sequence[AddFile]) -> list[int]:
     return bases
 
 
-def _matched_side_bytes(ctx: MergeContext, candidates: Sequence[AddFile]) -> int | None:
-    """The matched target rows' size if every candidate row matched (None without statistics)."""
+def _matched_side_bytes(ctx: MergeContext, candidates: Sequence[AddFile], texts: Sequence[str]) -> int | None:
+    """The matched target rows' size if every candidate row matched (None without statistics): the
+    number plus the target columns ``texts`` (the join's and the output's SQL) read, the columns
+    Spark keeps after pruning."""
     rows = broadcast.live_rows(candidates)
     if rows is None:
         return None
     fields = ctx.rm.target_schema.fields
-    width = 8 + 8 + 1 + sum(broadcast.width(fields[i].dataType) for i in ctx.condition_target_columns())
-    return rows * width
+    used = {int(i) for t in texts for i in re.findall(r"\b__t(\d+)\b", t)}
+    return rows * (8 + 8 + sum(broadcast.width(fields[i].dataType) for i in used if i < len(fields)))
 
 
 def _matched_targets(ctx: MergeContext, candidates: Sequence[AddFile], uris: list[str]) -> DataFrame:
@@ -145,7 +152,9 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     matched = _matched_targets(ctx, index_order, uris)
     # Broadcast when even every candidate row matching would fit: the source then streams into
     # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
-    size = _matched_side_bytes(ctx, candidates)
+    outputs = output_exprs(rm, has_target=True, copies=False)
+    texts = [to_sql(rm.condition), action_sql(rm, has_source=True, has_target=True), *outputs]
+    size = _matched_side_bytes(ctx, candidates, texts)
     limit = int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
     broadcasting = size is not None and size <= limit
     if broadcasting:
@@ -161,7 +170,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     )
     # Only updated and inserted rows are written: the rest stays behind the new deletion vectors.
     joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
-    out = joined.selectExpr(*output_exprs(rm, has_target=True, copies=False), quote_name(ACTION))
+    out = joined.selectExpr(*outputs, quote_name(ACTION))
     out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
     with (
         broadcast.undone_on_error(ctx),
