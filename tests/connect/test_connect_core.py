@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 
 import pytest
@@ -13,6 +14,9 @@ import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.io import snapshot_for
 from deltamerge.spark.session import is_connect
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from merge_variants import VARIANTS
 
 pytestmark = pytest.mark.spark
 
@@ -181,30 +185,16 @@ def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
     )
 
 
-_DV_VARIANTS = {
-    "single-pass": {},
-    "one-job": {"spark.deltamerge.merge.singlePassMaxRows": "0"},
-    "one-job-shuffled": {
-        "spark.deltamerge.merge.singlePassMaxRows": "0",
-        "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes": "0",
-    },
-    "two-job": {
-        "spark.deltamerge.merge.singlePassMaxRows": "0",
-        "spark.deltamerge.merge.deletionVectors.oneJob": "false",
-    },
-}
-
-
-@pytest.mark.parametrize("variant", sorted(_DV_VARIANTS))
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_dv_merge_variants(connect_spark, tmp_path, variant):
-    """DV mode's broadcast executions on Connect (observations read through ``Observation.get``,
-    session settings left alone): same counters, rows and deletion vectors."""
+    """Every execution of a DV-mode merge on Connect (observations read through
+    ``Observation.get``, session settings left alone): same counters, rows and deletion vectors."""
     spark = connect_spark
     path = str(tmp_path / "t")
     df = spark.range(0, 400, 1, 4).selectExpr("id", "cast(id % 7 as int) as v")
     deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"})
     src = spark.range(0, 40).selectExpr("id * 13 % 500 as id", "cast(-id as int) as v")
-    for key, value in _DV_VARIANTS[variant].items():
+    for key, value in VARIANTS[variant].items():
         spark.conf.set(key, value)
     try:
         result = (
@@ -215,7 +205,7 @@ def test_dv_merge_variants(connect_spark, tmp_path, variant):
             .execute()
         )  # fmt: skip
     finally:
-        for key in _DV_VARIANTS[variant]:
+        for key in VARIANTS[variant]:
             spark.conf.unset(key)
     ids = [i * 13 % 500 for i in range(40)]
     deleted = {k for i, k in enumerate(ids) if -i > -5 and k < 400}

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from strategies import merge_cases
 
 import oracle
+from merge_variants import VARIANTS
 
 EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "200"))
 ROW_METRICS = (
@@ -39,24 +40,6 @@ ROW_METRICS = (
     "numOutputRows",
 )
 _COUNTER = itertools.count()
-
-
-# The executions of a merge that deltamerge chooses between (merge/single_pass.py, merge/one_job.py
-# in DV mode with the matched rows broadcast or shuffled, merge/broadcast.py, merge/classic.py),
-# forced one at a time: each must give the oracle's answer.
-VARIANTS = {
-    "single-pass": {},
-    "one-job": {"spark.deltamerge.merge.singlePassMaxRows": "0"},
-    "one-job-shuffled": {
-        "spark.deltamerge.merge.singlePassMaxRows": "0",
-        "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes": "0",
-    },
-    "two-job": {
-        "spark.deltamerge.merge.singlePassMaxRows": "0",
-        "spark.deltamerge.merge.deletionVectors.oneJob": "false",
-    },
-    "delta-shaped": {"spark.deltamerge.merge.broadcastSourceMaxBytes": "0"},
-}
 
 
 def _run_deltamerge(

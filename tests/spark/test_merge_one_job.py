@@ -11,11 +11,10 @@ from test_merge_pruning import _rows, _run, _settings, _spy_broadcast, _table
 from deltamerge import DeltaTable
 from deltamerge.log.actions import AddFile
 from deltamerge.log.snapshot import DeltaLog
+from merge_variants import VARIANTS
 
-SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
-MATCHED_MAX = "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes"
-DELTA_SHAPED = {"spark.deltamerge.merge.broadcastSourceMaxBytes": "0"}
-SIDES = {"broadcast": {SINGLE_PASS: "0"}, "shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0"}}
+DELTA_SHAPED = VARIANTS["delta-shaped"]
+SIDES = {"broadcast": VARIANTS["one-job"], "shuffled": VARIANTS["one-job-shuffled"]}
 
 CLAUSES = {
     "upsert": [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],

@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import deltamerge
+import merge_variants
 from deltamerge import DeltaTable
 from deltamerge.log.snapshot import DeltaLog
 
@@ -302,18 +303,8 @@ def test_duplicate_source_keys_that_match_nothing_are_fine(spark, tmp_path):
     assert _run(spark, path, src, "t.id = s.id", UPSERT) == (3, 1, 0, 2)
 
 
-BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
-SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
-ONE_JOB = "spark.deltamerge.merge.deletionVectors.oneJob"
-# The executions of a broadcast-eligible merge: one pass (merge/single_pass.py), DV mode's one job
-# for many candidate rows (merge/one_job.py; copy-on-write runs the two jobs there), the two-job
-# broadcast variant (merge/broadcast.py) and the Delta-shaped path (merge/classic.py).
-VARIANTS = {
-    "single-pass": {},
-    "one-job": {SINGLE_PASS: "0"},
-    "two-job": {SINGLE_PASS: "0", ONE_JOB: "false"},
-    "delta-shaped": {BROADCAST: "0"},
-}
+# Every execution but the shuffled one job (covered in test_merge_one_job.py).
+VARIANTS = {k: v for k, v in merge_variants.VARIANTS.items() if k != "one-job-shuffled"}
 
 
 @contextlib.contextmanager
@@ -661,12 +652,13 @@ def test_single_pass_limit(spark, tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     _table(spark, path, n=400, files=4)
     src = spark.createDataFrame([(5, 1, None), (305, 2, None), (999, 3, None)], "id long, v int, d date")
-    with _settings(spark, {DFP: "false", SINGLE_PASS: "399"}):
+    with _settings(spark, {DFP: "false", merge_variants.SINGLE_PASS: "399"}):
         assert _run(spark, path, src, "t.id = s.id", UPSERT) == (3, 2, 0, 1)
     assert outcomes == ["matched", "written"]
     outcomes.clear()
     src = spark.createDataFrame([(6, 1, None), (306, 2, None)], "id long, v int, d date")
-    with _settings(spark, {DFP: "false", SINGLE_PASS: "401"}):  # 401 live rows: 400 + the insert
+    # 401 live rows: 400 + the insert.
+    with _settings(spark, {DFP: "false", merge_variants.SINGLE_PASS: "401"}):
         assert _run(spark, path, src, "t.id = s.id", UPSERT) == (2, 2, 0, 0)
     assert outcomes in (["single"], ["retry", "matched", "written"])
 
