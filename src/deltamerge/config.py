@@ -139,8 +139,8 @@ class SessionConf:
     # deltamerge's own: DV mode's broadcast variant as one Spark job beyond the single pass's
     # limit (merge/one_job.py); false runs the two jobs of merge/broadcast.py.
     DV_ONE_JOB = Setting("spark.deltamerge.merge.deletionVectors.oneJob", True, parse_bool)
-    # deltamerge's own: the one job broadcasts the matched target rows (ON-condition columns and a
-    # position) when, even with every candidate row matching, they would take at most this many
+    # deltamerge's own: the one job broadcasts the matched target rows (the target columns the merge
+    # reads and a position) when, even with every candidate row matching, they would take at most this many
     # bytes (Spark's size estimate); above it they are shuffled with the source.
     BROADCAST_MATCHED_MAX_BYTES = Setting(
         "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes", 128 * 1024 * 1024, int

@@ -252,3 +252,38 @@ def test_matched_side_estimate_counts_the_target_columns_the_merge_reads(spark, 
     # 300 rows x (row + number + id) against the same plus the string column's 20 bytes (and v,
     # which the partial update keeps).
     assert sizes == [300 * (8 + 8 + 8), 300 * (8 + 8 + 8 + 20 + 4)]
+
+
+def test_one_job_distrusts_row_counts_below_the_positions(spark, tmp_path, monkeypatch):
+    """A file whose statistics claim fewer rows than it holds: a matched position at or beyond the
+    claimed count would name a row of the next file, so the one job discards its output and the
+    two jobs (which do not number rows by the statistics) run. Same table as the Delta-shaped path."""
+    import json
+    import os
+
+    outcomes = _spy_broadcast(monkeypatch)
+    results = []
+    for variant, conf in (("one-job", SIDES["broadcast"]), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / variant)
+        _table(spark, path, n=400, files=4, dv=True)  # ids 0..399 in order, 100 per file
+        log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
+        with open(log_file) as f:
+            lines = [json.loads(line) for line in f]
+        for a in lines:
+            stats = json.loads(a["add"]["stats"]) if "add" in a else None
+            if stats and stats["minValues"]["id"] == 0:
+                stats["numRecords"] = 50  # ids 50..99 lie beyond the claim
+                a["add"]["stats"] = json.dumps(stats)
+        with open(log_file, "w") as out:
+            out.write("\n".join(json.dumps(a) for a in lines) + "\n")
+        DeltaLog.clear_cache()
+        rows = [(80, -1, None), (250, -2, None), (999, -3, None)]
+        source = spark.createDataFrame(rows, "id long, v int, d date")
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, source, "t.id = s.id", CLAUSES["upsert"])
+        if variant == "one-job":
+            assert outcomes == ["retry", "matched", "written"]
+        results.append((res, *_state(spark, path)[:2]))
+    assert results[0] == results[1]
+    assert results[0][0] == (3, 2, 0, 1)

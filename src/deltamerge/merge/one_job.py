@@ -6,9 +6,9 @@ In DV mode nothing but the matched target rows is ever needed from the target, s
 it all:
 
 - ``candidates LEFT SEMI JOIN broadcast(source)``: the matched target rows, found while the target
-  streams (Spark prunes the broadcast to the ON condition's columns). Each keeps its ON-condition
-  columns and one number, its file's base plus twice its row position (``number_bases``), instead
-  of a path string;
+  streams (Spark prunes the broadcast to the ON condition's columns). Each keeps the target
+  columns the merge reads and one number, its file's base plus twice its row position
+  (``number_bases``), instead of a path string;
 - ``source LEFT OUTER JOIN those rows``: the matched rows are broadcast when even every candidate
   row matching would fit (``broadcastMatchedMaxBytes``), so the source streams into the write;
   otherwise both sides are shuffled (the matched target rows only, never the whole target).
@@ -20,7 +20,8 @@ it all:
 The driver decodes the numbers into the new deletion vectors. A position listed twice is a target
 row matched by two source rows: the written files are deleted and the Delta-shaped path reports it
 (``SourceNotUnique``). A row whose file is not among the candidates' paths (a path spelt
-differently) or a dropped observation discards the output too, and the two-job variant runs.
+differently), a position at or beyond its file's row count (statistics that disagree with the
+file) or a dropped observation discards the output too, and the two-job variant runs.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from deltamerge.spark.session import (
 from deltamerge.spark.types import quote_name
 
 _BASE = "__dm_base"
+_LIMIT = "__dm_rows"
 #: Rows (source plus matched target rows) per reduce task of a shuffled join.
 _ROWS_PER_TASK = 1_000_000
 #: Without row counts in the statistics, each file's numbers start at a multiple of 2^42
@@ -132,13 +134,19 @@ def _matched_targets(ctx: MergeContext, candidates: Sequence[AddFile], uris: lis
     target = ctx.target(candidates, with_file=True, with_row_index=True)
     matched = target.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
     # A long per row instead of the path; a path not in ``uris`` gets none.
-    schema = StructType([StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)])
-    bases = local_frame(ctx.spark, list(zip(uris, number_bases(candidates), strict=True)), schema)
+    fields = [StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)]
+    fields.append(StructField(_LIMIT, LongType(), False))
+    limits = [(1 << (_SHIFT - 1)) if f.num_records is None else f.num_records for f in candidates]
+    rows = list(zip(uris, number_bases(candidates), limits, strict=True))
+    bases = local_frame(ctx.spark, rows, StructType(fields))
     matched = matched.join(F.broadcast(bases), on=FILE_COL, how="left")
     names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields))]
-    # The number doubles as the "target present" marker (never null on a matched row: -2 when the
-    # row's file has no base), one column fewer to broadcast or shuffle.
-    return matched.selectExpr(*names, f"coalesce({_BASE} + {ROW_INDEX_COL} * 2, -2) AS {TARGET_PRESENT}")
+    # The number doubles as the "target present" marker, one column fewer to broadcast or shuffle.
+    # It is never null on a matched row: -2 when the row's file has no base, or when its position
+    # is not below the file's row count (statistics that disagree with the file; the number would
+    # name a row of the next file).
+    number = f"CASE WHEN {ROW_INDEX_COL} < {_LIMIT} THEN {_BASE} + {ROW_INDEX_COL} * 2 ELSE -2 END"
+    return matched.selectExpr(*names, f"coalesce({number}, -2) AS {TARGET_PRESENT}")
 
 
 def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
