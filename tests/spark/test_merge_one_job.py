@@ -287,3 +287,30 @@ def test_one_job_distrusts_row_counts_below_the_positions(spark, tmp_path, monke
         results.append((res, *_state(spark, path)[:2]))
     assert results[0] == results[1]
     assert results[0][0] == (3, 2, 0, 1)
+
+
+@pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
+def test_understated_row_count_never_removes_a_file_whole(spark, tmp_path, variant):
+    """A file whose statistics claim 3 rows while it holds 100: masking 3 of its rows is a deletion
+    vector, not the removal of the file (which would drop 97 rows no clause touched)."""
+    import json
+    import os
+
+    path = str(tmp_path / "t")
+    _table(spark, path, n=400, files=4, dv=True)  # ids 0..399 in order, 100 per file
+    log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
+    with open(log_file) as f:
+        lines = [json.loads(line) for line in f]
+    for a in lines:
+        stats = json.loads(a["add"]["stats"]) if "add" in a else None
+        if stats and stats["minValues"]["id"] == 0:
+            stats["numRecords"] = 3
+            a["add"]["stats"] = json.dumps(stats)
+    with open(log_file, "w") as out:
+        out.write("\n".join(json.dumps(a) for a in lines) + "\n")
+    DeltaLog.clear_cache()
+    source = spark.createDataFrame([(0, 0, None), (1, 0, None), (2, 0, None)], "id long, v int, d date")
+    with _settings(spark, VARIANTS[variant]):
+        res = _run(spark, path, source, "t.id = s.id", [("whenMatchedDelete",)])
+    assert res == (3, 0, 3, 0)
+    assert sorted(r[0] for r in _rows(spark, path)) == list(range(3, 400))

@@ -43,6 +43,23 @@ def _loose_stats(stats: str | None) -> str | None:
     return json.dumps(data, separators=(",", ":"))
 
 
+def _covers_every_row(ctx: MergeContext, f: AddFile, masked: int) -> bool:
+    """Whether ``masked`` rows are all of ``f``'s rows. The statistics' ``numRecords`` is checked
+    against the file's own footer before the file is removed whole: statistics that understate the
+    rows would otherwise drop rows no clause touched."""
+    physical = f.num_records
+    if physical is None or masked < physical:
+        return False
+    import pyarrow.parquet as pq
+
+    from deltamerge.log.paths import absolute_file_path
+
+    try:
+        return masked >= pq.read_metadata(absolute_file_path(ctx.table_root, f.path)).num_rows
+    except OSError:
+        return False  # unreadable footer: a deletion vector is always correct
+
+
 def deletion_vector_actions(
     ctx: MergeContext, files: Sequence[AddFile], modified: dict[str, list[int]]
 ) -> list[Action]:
@@ -58,8 +75,7 @@ def deletion_vector_actions(
         bitmap = BitMap64(rows)
         if f.deletion_vector is not None:
             bitmap |= read_dv(ctx.table_root, f.deletion_vector)
-        physical = f.num_records
-        if physical is not None and len(bitmap) >= physical:
+        if _covers_every_row(ctx, f, len(bitmap)):
             actions.append(f.remove(ts))
             m.numTargetFilesRemoved += 1
             m.numTargetBytesRemoved += f.size
