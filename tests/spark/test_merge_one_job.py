@@ -254,29 +254,34 @@ def test_matched_side_estimate_counts_the_target_columns_the_merge_reads(spark, 
     assert sizes == [300 * (8 + 8 + 8), 300 * (8 + 8 + 8 + 20 + 4)]
 
 
+def _claim_rows(path, n):
+    """Make the statistics of the table's first file (ids from 0) claim ``n`` rows."""
+    import json
+    import os
+
+    log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
+    with open(log_file) as f:
+        lines = [json.loads(line) for line in f]
+    for a in lines:
+        stats = json.loads(a["add"]["stats"]) if "add" in a else None
+        if stats and stats["minValues"]["id"] == 0:
+            stats["numRecords"] = n
+            a["add"]["stats"] = json.dumps(stats)
+    with open(log_file, "w") as out:
+        out.write("\n".join(json.dumps(a) for a in lines) + "\n")
+    DeltaLog.clear_cache()
+
+
 def test_one_job_distrusts_row_counts_below_the_positions(spark, tmp_path, monkeypatch):
     """A file whose statistics claim fewer rows than it holds: a matched position at or beyond the
     claimed count would name a row of the next file, so the one job discards its output and the
     two jobs (which do not number rows by the statistics) run. Same table as the Delta-shaped path."""
-    import json
-    import os
-
     outcomes = _spy_broadcast(monkeypatch)
     results = []
     for variant, conf in (("one-job", SIDES["broadcast"]), ("delta-shaped", DELTA_SHAPED)):
         path = str(tmp_path / variant)
         _table(spark, path, n=400, files=4, dv=True)  # ids 0..399 in order, 100 per file
-        log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
-        with open(log_file) as f:
-            lines = [json.loads(line) for line in f]
-        for a in lines:
-            stats = json.loads(a["add"]["stats"]) if "add" in a else None
-            if stats and stats["minValues"]["id"] == 0:
-                stats["numRecords"] = 50  # ids 50..99 lie beyond the claim
-                a["add"]["stats"] = json.dumps(stats)
-        with open(log_file, "w") as out:
-            out.write("\n".join(json.dumps(a) for a in lines) + "\n")
-        DeltaLog.clear_cache()
+        _claim_rows(path, 50)  # ids 50..99 lie beyond the claim
         rows = [(80, -1, None), (250, -2, None), (999, -3, None)]
         source = spark.createDataFrame(rows, "id long, v int, d date")
         outcomes.clear()
@@ -293,22 +298,9 @@ def test_one_job_distrusts_row_counts_below_the_positions(spark, tmp_path, monke
 def test_understated_row_count_never_removes_a_file_whole(spark, tmp_path, variant):
     """A file whose statistics claim 3 rows while it holds 100: masking 3 of its rows is a deletion
     vector, not the removal of the file (which would drop 97 rows no clause touched)."""
-    import json
-    import os
-
     path = str(tmp_path / "t")
     _table(spark, path, n=400, files=4, dv=True)  # ids 0..399 in order, 100 per file
-    log_file = os.path.join(path, "_delta_log", f"{0:020d}.json")
-    with open(log_file) as f:
-        lines = [json.loads(line) for line in f]
-    for a in lines:
-        stats = json.loads(a["add"]["stats"]) if "add" in a else None
-        if stats and stats["minValues"]["id"] == 0:
-            stats["numRecords"] = 3
-            a["add"]["stats"] = json.dumps(stats)
-    with open(log_file, "w") as out:
-        out.write("\n".join(json.dumps(a) for a in lines) + "\n")
-    DeltaLog.clear_cache()
+    _claim_rows(path, 3)
     source = spark.createDataFrame([(0, 0, None), (1, 0, None), (2, 0, None)], "id long, v int, d date")
     with _settings(spark, VARIANTS[variant]):
         res = _run(spark, path, source, "t.id = s.id", [("whenMatchedDelete",)])
