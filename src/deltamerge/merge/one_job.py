@@ -236,7 +236,7 @@ def changed_positions(text: str, files: Sequence[AddFile]) -> dict[int, list[int
     changed rows.
 
     Raises ``SourceNotUnique`` when a position is listed twice (a target row matched twice) and
-    ``_Retry`` for a number that names no row of a candidate (a row of a file without a base).
+    ``_Retry`` for a negative number (a row whose file has no base, or beyond its row count).
     """
     if not text:
         return {}
@@ -253,10 +253,6 @@ def changed_positions(text: str, files: Sequence[AddFile]) -> dict[int, list[int
     ends = [*cuts[1:].tolist(), changed.size]
     out: dict[int, list[int]] = {}
     for i, (lo, hi) in enumerate(zip(cuts.tolist(), ends, strict=True)):
-        if hi > lo:
-            positions = changed[lo:hi] - starts[i]
-            limit = files[i].num_records
-            if limit is not None and int(positions[-1]) >= limit:
-                raise _Retry()
-            out[i] = positions.tolist()
+        if hi > lo:  # positions within the file's row count: Spark numbered only those
+            out[i] = (changed[lo:hi] - starts[i]).tolist()
     return out
