@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(BIN)/python -m deltamerge.demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
@@ -32,7 +32,7 @@ soak: $(STAMP)
 	DELTAMERGE_SOAK=1 $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout=0 tests/reliability -m soak
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.run --scale full
+	$(BIN)/python -m bench.run --scale full --reps 5
 
 bench-small: $(STAMP)
 	$(BIN)/python -m bench.run --scale small
