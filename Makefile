@@ -32,7 +32,7 @@ soak: $(STAMP)
 	DELTAMERGE_SOAK=1 $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout=0 tests/reliability -m soak
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.run --scale full --reps 5
+	$(BIN)/python -m bench.run --scale full
 
 bench-small: $(STAMP)
 	$(BIN)/python -m bench.run --scale small
