@@ -8,7 +8,10 @@ version), ``conflict`` (a ``ConcurrentModificationError``, retried up to ``app_r
 ``skip`` (nothing to delete) or ``error`` (anything else: the tests fail on it).
 
 Config keys: role, w, tables, seed, journal, ready (file to create once warmed up), go (file to
-wait for; it holds the unix time the run starts; optional), duration, app_retries, own, pause.
+wait for; it holds the unix time the run starts; optional), duration, app_retries, own, pause,
+warm_merge (one MERGE into a scratch table before the ready file), min_commits and overtime
+(keep going past the deadline, for at most ``overtime`` s, until the writer has committed
+``min_commits`` operations).
 """
 
 from __future__ import annotations
@@ -125,6 +128,16 @@ def main(config_path: str) -> int:
         import deltamerge
 
         deltamerge.read(spark, tables[0]).limit(1).collect()
+        if cfg.get("warm_merge"):
+            # A first MERGE generates and compiles its code: seconds on a busy machine, which
+            # would otherwise be spent inside the run (and lose races for it).
+            scratch = os.path.join(os.path.dirname(cfg["journal"]), f"warm-{w}")
+            rows = spark.createDataFrame(h.initial_rows(["warm"]), h.DDL)
+            deltamerge.write(rows, scratch, mode="overwrite")
+            warm = h.plan_op(seed, "s", 0, 1, "warm")
+            while warm.kind != "merge":
+                warm = h.plan_op(seed, "s", warm.op + 1, 1, "warm")
+            spark_merge(spark, scratch, warm)
     with open(cfg["ready"], "w") as fh:
         fh.write(str(os.getpid()))
     deadline = time.time() + cfg.get("duration", 3600)
@@ -136,8 +149,15 @@ def main(config_path: str) -> int:
             deadline = float(fh.read().strip() or time.time()) + cfg["duration"]
     journal.write(ev="begin", w=w, pid=os.getpid())
     pause = float(cfg.get("pause", 0.0))
+    # Optimistic concurrency lets a slow writer lose every race while fast ones keep committing
+    # (a legitimate conflict each time). Past the deadline, when the others are done, a writer with
+    # fewer than ``min_commits`` commits keeps going (up to ``overtime`` s) so the run shows that it
+    # can commit at all, rather than how lucky it was on a slow machine.
+    min_commits = int(cfg.get("min_commits", 0))
+    hard_deadline = deadline + float(cfg.get("overtime", 0.0))
+    committed = 0
     op = 0
-    while time.time() < deadline:
+    while time.time() < deadline or (committed < min_commits and time.time() < hard_deadline):
         plan = h.plan_op(seed, w, op, len(tables), cfg.get("own"))
         root = tables[plan.table]
         for attempt in range(int(cfg.get("app_retries", 3))):
@@ -175,6 +195,7 @@ def main(config_path: str) -> int:
                 )
                 break
             journal.write(ev="done", **plan.to_json(), attempt=attempt, version=version)
+            committed += 1
             break
         op += 1
         if pause:

@@ -35,6 +35,8 @@ from deltamerge.log.actions import CommitInfo
 from deltamerge.log.snapshot import DeltaLog
 
 LEVELS = ("Serializable", "WriteSerializable")
+# How long a writer that has not committed yet keeps going after the others stopped (see the worker).
+OVERTIME = 150.0
 
 
 @dataclass
@@ -47,6 +49,7 @@ class StressRun:
     duration: float
     replays: dict[str, h.Replay]
     committed: dict[str, list[h.Committed]]
+    deadline: float
 
     def table_of(self, event: dict[str, Any]) -> str:
         return LEVELS[event["table"]]
@@ -68,6 +71,12 @@ class StressRun:
             "versions": {lvl: len(cs) for lvl, cs in self.committed.items()},
             "conflicts": dict(Counter(f"{self.table_of(e)}:{e['cls']}" for e in conflicts)),
             "commits_after_lost_races": retried,
+            # Operations begun after the deadline by a writer that had not committed yet.
+            "overtime_ops": {
+                wk.name: n
+                for wk in self.writers
+                if (n := len({e["op"] for e in wk.journal if e["ev"] == "start" and e["t"] > self.deadline}))
+            },
             "rows": {lvl: len(r.rows) for lvl, r in self.replays.items()},
         }
 
@@ -85,7 +94,17 @@ def run_stress(
     go = os.path.join(workdir, "go")
     writers = [
         h.start_worker(
-            workdir, f"s{i}", role="spark", w=f"s{i}", tables=tables, seed=seed, go=go, duration=duration
+            workdir,
+            f"s{i}",
+            role="spark",
+            w=f"s{i}",
+            tables=tables,
+            seed=seed,
+            go=go,
+            duration=duration,
+            min_commits=1,
+            overtime=OVERTIME,
+            warm_merge=True,
         )
         for i in range(spark_writers)
     ]
@@ -100,6 +119,8 @@ def run_stress(
             go=go,
             duration=duration,
             pause=0.4,
+            min_commits=1,
+            overtime=OVERTIME,
         )
         for i in range(log_writers)
     ]
@@ -111,7 +132,7 @@ def run_stress(
         os.replace(go + ".tmp", go)
         for wk in writers:
             try:
-                wk.proc.wait(timeout=duration + 240)
+                wk.proc.wait(timeout=duration + OVERTIME + 120)
             except Exception:
                 wk.kill()
                 raise AssertionError(f"writer {wk.name} did not finish:\n{wk.output_tail()}") from None
@@ -126,7 +147,9 @@ def run_stress(
     replays, committed = {}, {}
     for lvl, root in roots.items():
         replays[lvl], committed[lvl] = h.replay(root, seed, len(tables))
-    return StressRun(roots, seed, len(tables), events, writers, round(elapsed, 1), replays, committed)
+    return StressRun(
+        roots, seed, len(tables), events, writers, round(elapsed, 1), replays, committed, start + duration
+    )
 
 
 @pytest.fixture(scope="module")
