@@ -134,9 +134,7 @@ def main(config_path: str) -> int:
             scratch = os.path.join(os.path.dirname(cfg["journal"]), f"warm-{w}")
             rows = spark.createDataFrame(h.initial_rows(["warm"]), h.DDL)
             deltamerge.write(rows, scratch, mode="overwrite")
-            warm = h.plan_op(seed, "s", 0, 1, "warm")
-            while warm.kind != "merge":
-                warm = h.plan_op(seed, "s", warm.op + 1, 1, "warm")
+            warm = next(p for i in range(1000) if (p := h.plan_op(seed, w, i, 1, "warm")).kind == "merge")
             spark_merge(spark, scratch, warm)
     with open(cfg["ready"], "w") as fh:
         fh.write(str(os.getpid()))
