@@ -4,6 +4,7 @@ builder validation, idempotent writes, history parameters and read predicates.""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pyspark.sql import functions as F
@@ -51,6 +52,27 @@ def test_multiple_match_error_names_offending_rows(spark, table):
             "DELTA_AGGREGATION_NOT_SUPPORTED",
         ),
         ("t.key = s.key", lambda b: b.whenMatchedDelete("s.key IN (SELECT 1)"), "DELTA_UNSUPPORTED_SUBQUERY"),
+        # The subquery is resolved on its own (as Spark does before Delta sees it): an alias is no table.
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedDelete("s.value IN (SELECT value FROM t)"),
+            "TABLE_OR_VIEW_NOT_FOUND",
+        ),
+        (
+            "t.key = s.key",
+            lambda b: b.whenNotMatchedBySourceDelete("t.value IN (SELECT value FROM t)"),
+            "TABLE_OR_VIEW_NOT_FOUND",
+        ),
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedUpdate(set={"value": "max(s.value)"}),
+            "UNSUPPORTED_EXPR_FOR_OPERATOR",
+        ),
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedDelete("row_number() OVER (ORDER BY s.key) > 1"),
+            "UNSUPPORTED_EXPR_FOR_OPERATOR",
+        ),
         (
             "t.key = s.key AND rand() > 0.5",
             lambda b: b.whenMatchedDelete(),
@@ -90,6 +112,9 @@ def test_analysis_errors_leave_table_unchanged(spark, table, condition, clauses,
     with pytest.raises(AnalysisError) as info:
         clauses(table.alias("t").merge(src.alias("s"), condition)).execute()
     assert error_class in str(info.value)
+    if error_class == "UNSUPPORTED_EXPR_FOR_OPERATOR":
+        # Delta's tests match Spark's wording of this error.
+        assert re.search(r"(?is)unsupported.*Invalid expressions", str(info.value))
     assert table.version() == before and _rows(table) == rows
 
 

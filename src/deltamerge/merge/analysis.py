@@ -325,6 +325,10 @@ class _Analyzer:
             walk(exp.column(scol(i)), f.dataType, (f.name,))
         return leaves
 
+    def _relation_exists(self) -> Callable[[str], bool] | None:
+        spark = getattr(self.typer, "spark", None)
+        return None if spark is None else spark.catalog.tableExists
+
     def _actions(self, clause: MergeClause) -> list[Action] | None:
         if clause.action is ActionType.DELETE:
             return None
@@ -396,7 +400,7 @@ class _Analyzer:
                 "DELTA_MERGE_INTO_EMPTY_SCHEMA_TARGET",
                 "428GU",
             )
-        _check_condition(spec.condition, "search condition of MERGE operation")
+        _check_condition(spec.condition, "search condition of MERGE operation", self._relation_exists())
         condition = self.r.rewrite(spec.condition, [self.source, self.target], "search condition")
         resolved: list[tuple[MergeClause, list[Action] | None, exp.Expression | None]] = []
         for clause in spec.clauses:
@@ -404,7 +408,7 @@ class _Analyzer:
             cond = None
             if clause.condition is not None:
                 where = _CONDITION_NAMES[clause.action]
-                _check_condition(clause.condition, f"{where} of MERGE operation")
+                _check_condition(clause.condition, f"{where} of MERGE operation", self._relation_exists())
                 cond = self.r.rewrite(clause.condition, self._scope(clause.kind), where)
             resolved.append((clause, actions, cond))
         self.final_schema = self._evolve([(c, a) for c, a, _ in resolved])

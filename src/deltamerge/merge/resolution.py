@@ -143,7 +143,9 @@ class _Resolver:
 # --- checks on expressions ------------------------------------------------------------------------
 
 
-def _check_condition(node: exp.Expression, operation: str) -> None:
+def _check_condition(
+    node: exp.Expression, operation: str, relation_exists: Callable[[str], bool] | None = None
+) -> None:
     shown = to_sql(node)
     if not is_deterministic(node):
         raise error(
@@ -160,6 +162,18 @@ def _check_condition(node: exp.Expression, operation: str) -> None:
             "42903",
         )
     if has_subquery(node):
+        # Spark resolves the subquery's relations first: the merge's aliases are no tables there.
+        if relation_exists is not None:
+            for table in node.find_all(exp.Table):
+                name = ".".join(p.name for p in table.parts)
+                if name and not (table.db or "").lower() == "delta" and not relation_exists(name):
+                    raise error(
+                        f"The table or view `{name}` cannot be found. A subquery in a MERGE condition "
+                        "is resolved on its own: the merge's target and source aliases are not "
+                        "visible in it.",
+                        "TABLE_OR_VIEW_NOT_FOUND",
+                        "42P01",
+                    )
         raise error(
             f"Subqueries are not supported in the {operation} (condition = {shown}). "
             "Join the subquery into the source instead.",
@@ -167,18 +181,20 @@ def _check_condition(node: exp.Expression, operation: str) -> None:
             "0AKDC",
         )
     if has_window(node):
-        raise error(
-            f"Window functions are not supported in the {operation} (condition = {shown}).",
-            "UNSUPPORTED_EXPR_FOR_OPERATOR",
-            "42K0E",
-        )
+        raise _unsupported_expression(node, f"the {operation}")
 
 
 def _check_value(node: exp.Expression, where: str) -> None:
     if has_aggregate(node) or has_window(node):
-        raise error(
-            f"Aggregate and window functions are not supported in the {where} of a MERGE "
-            f"(expression = {to_sql(node)}). Compute them in the source query.",
-            "UNSUPPORTED_EXPR_FOR_OPERATOR",
-            "42K0E",
-        )
+        raise _unsupported_expression(node, f"the {where} of a MERGE")
+
+
+def _unsupported_expression(node: exp.Expression, where: str) -> AnalysisError:
+    # Spark's wording (UNSUPPORTED_EXPR_FOR_OPERATOR), which Delta's tests match on.
+    return error(
+        "A query operator contains one or more unsupported expressions. Consider to rewrite it to "
+        f"avoid window functions, aggregate functions, and generator functions in {where}: compute "
+        f"them in the source query. Invalid expressions: [{to_sql(node)}]",
+        "UNSUPPORTED_EXPR_FOR_OPERATOR",
+        "42K0E",
+    )
