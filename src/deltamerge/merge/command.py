@@ -150,6 +150,12 @@ def run_merge(
     their condition), commit under their own operation name, parameters and metrics.
     """
     start = time.monotonic()
+    from deltamerge.merge.current_time import pin_clock
+
+    # now() & co. read once for the whole statement; history keeps the statement as written.
+    written = spec
+    spec, clock_source = pin_clock(spark, spec)
+    pin_ms = timed_ms(start)
     txn, rm, plan = prepare(spark, table_root, spec)
     metrics = MergeMetrics(executor=plan.executor, materialize_reason=plan.materialize_reason)
     if _idempotent_skip(spark, txn):
@@ -174,8 +180,10 @@ def run_merge(
         txn.add_read_predicate(plan.may_match, plan.skipping_predicate or "true")
     txn.add_read_files(plan.candidate_files)
 
-    source = renamed_source(spec.source)
-    if plan.materialize:
+    source = renamed_source(spec.source if clock_source is None else clock_source)
+    if clock_source is not None:
+        metrics.materializeSourceTimeMs = pin_ms
+    elif plan.materialize:
         m_start = time.monotonic()
         from deltamerge.merge.source import materialize
 
@@ -200,9 +208,9 @@ def run_merge(
         actions = _execute(ctx, plan)
         metrics.executionTimeMs = timed_ms(start)
         if operation is not None:
-            op = operation(spec, metrics)
+            op = operation(written, metrics)
         else:
-            op = Operation("MERGE", operation_parameters(spec), dict(metrics.to_operation_metrics()))
+            op = Operation("MERGE", operation_parameters(written), dict(metrics.to_operation_metrics()))
         if not setting(spark, SessionConf.HISTORY_METRICS):
             op = Operation(op.name, op.parameters, {}, op.changes_data)
         committing = True
