@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import sqlglot
 from pyspark.sql.types import (
@@ -89,9 +90,21 @@ class CastSettings:
 # --- small tree builders ----------------------------------------------------------------------------
 
 
+_VOID_IN_DDL = re.compile(r"(^|[:<,])void(?=$|[>,])")
+
+
 def spark_type(dt: DataType) -> exp.DataType:
     """A PySpark type as a SQLGlot type node."""
-    return exp.DataType.build(ddl(dt), dialect=DIALECT)
+    text = ddl(dt)
+    if "void" not in text:
+        return exp.DataType.build(text, dialect=DIALECT)
+    # SQLGlot has no VOID type (it drops a VOID struct field): parse it as NULL, render it as VOID.
+    built = exp.DataType.build(_VOID_IN_DDL.sub(r"\1null", text), dialect=DIALECT)
+    void = exp.DataType.build("VOID", udt=True)
+    out = built.transform(
+        lambda n: void.copy() if isinstance(n, exp.DataType) and n.this == exp.DataType.Type.NULL else n
+    )
+    return cast(exp.DataType, out)
 
 
 def typed_null(dt: DataType) -> exp.Expression:

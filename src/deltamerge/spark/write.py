@@ -20,6 +20,7 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import NullType
 
 from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.log.paths import encode_add_path
@@ -114,6 +115,7 @@ def write_parquet(
             for f in df.schema.fields
         ]
         df = df.select(*[c.alias(f.name) for c, f in zip(cols, df.schema.fields, strict=True)])
+    df = _without_void_columns(df, partition_columns)
     staging = os.path.join(table_root, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     writer = df.write.mode("overwrite").option("compression", "snappy")
     if max_records_per_file:
@@ -125,6 +127,18 @@ def write_parquet(
         return _move_into_table(table_root, staging, partition_columns, kind)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _without_void_columns(df: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
+    """Delta stores no data for top-level void (NullType) columns: readers fill them with nulls.
+    Spark would write a BOOLEAN stand-in, which a reader meets as a type mismatch once schema
+    evolution has widened the column (void -> string) and the old file is read again."""
+    parts = {c.lower() for c in partition_columns}
+    fields = [f for f in df.schema.fields if f.name.lower() not in parts]
+    void = [f.name for f in fields if isinstance(f.dataType, NullType)]
+    if not void or len(void) == len(fields):  # Parquet cannot write a file without columns
+        return df
+    return df.drop(*void)
 
 
 def _footer(path: str) -> pq.FileMetaData:
