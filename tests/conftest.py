@@ -35,6 +35,24 @@ def spark():
 
 
 @pytest.fixture
+def spark_conf(spark):
+    """``spark_conf({key: value, ...})`` sets session confs for one test; they are restored after it."""
+    saved: dict[str, str | None] = {}
+
+    def set_conf(values: dict[str, str]) -> None:
+        for key, value in values.items():
+            saved.setdefault(key, spark.conf.get(key, None))
+            spark.conf.set(key, value)
+
+    yield set_conf
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+@pytest.fixture
 def table_path(tmp_path):
     return str(tmp_path / "table")
 

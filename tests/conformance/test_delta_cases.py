@@ -135,26 +135,9 @@ def _exec_python_df(spark, code: str):
     return env["df"]
 
 
-@pytest.fixture
-def conf(spark):
-    saved: dict[str, str | None] = {}
-
-    def set_conf(values: dict[str, str]):
-        for k, v in values.items():
-            saved.setdefault(k, spark.conf.get(k, None))
-            spark.conf.set(k, v)
-
-    yield set_conf
-    for k, v in saved.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("case,entry", _params())
-def test_case(spark, tmp_path, conf, case, entry):
+def test_case(spark, tmp_path, spark_conf, case, entry):
     target_path = str(tmp_path / "target")
     if case.get("target_create_python"):
         target_df = _exec_python_df(spark, case["target_create_python"])
@@ -179,7 +162,7 @@ def test_case(spark, tmp_path, conf, case, entry):
     else:
         _make_df(spark, case["source_rows"], case["source_schema"]).createOrReplaceTempView("source")
 
-    conf(case.get("config", {}))
+    spark_conf(case.get("config", {}))
     dt = DeltaTable.forName(spark, "target")
     before_version = dt.version()
     before_rows = _rows(dt.toDF())

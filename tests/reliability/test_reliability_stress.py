@@ -92,36 +92,20 @@ def run_stress(
         )
     tables = [roots[lvl] for lvl in LEVELS]
     go = os.path.join(workdir, "go")
+    common = {
+        "tables": tables,
+        "seed": seed,
+        "go": go,
+        "duration": duration,
+        "min_commits": 1,
+        "overtime": OVERTIME,
+    }
     writers = [
-        h.start_worker(
-            workdir,
-            f"s{i}",
-            role="spark",
-            w=f"s{i}",
-            tables=tables,
-            seed=seed,
-            go=go,
-            duration=duration,
-            min_commits=1,
-            overtime=OVERTIME,
-            warm_merge=True,
-        )
+        h.start_worker(workdir, f"s{i}", role="spark", w=f"s{i}", warm_merge=True, **common)
         for i in range(spark_writers)
     ]
     writers += [
-        h.start_worker(
-            workdir,
-            f"l{i}",
-            role="log",
-            w=f"l{i}",
-            tables=tables,
-            seed=seed,
-            go=go,
-            duration=duration,
-            pause=0.4,
-            min_commits=1,
-            overtime=OVERTIME,
-        )
+        h.start_worker(workdir, f"l{i}", role="log", w=f"l{i}", pause=0.4, **common)
         for i in range(log_writers)
     ]
     try:

@@ -499,23 +499,6 @@ def _version(path: str) -> int:
     return deltamerge.io.snapshot_for(path).version
 
 
-@pytest.fixture
-def session_conf(spark):
-    saved: dict[str, str | None] = {}
-
-    def set_conf(values: dict[str, str]) -> None:
-        for key, value in values.items():
-            saved.setdefault(key, spark.conf.get(key, None))
-            spark.conf.set(key, value)
-
-    yield set_conf
-    for key, value in saved.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
-
-
 # Scenarios also run with deletion vectors: each kind of change the DV write path handles differently.
 WITH_DVS = {
     "update + delete + insert together",
@@ -537,8 +520,8 @@ CASES = [pytest.param(sc, CDF_ONLY, id=_id(sc, "cdf")) for sc in SCENARIOS] + [
 
 
 @pytest.mark.parametrize(("sc", "props"), CASES)
-def test_merge_cdc(spark, tmp_path, session_conf, sc: Scenario, props: dict[str, str]) -> None:
-    session_conf(sc.confs)
+def test_merge_cdc(spark, tmp_path, spark_conf, sc: Scenario, props: dict[str, str]) -> None:
+    spark_conf(sc.confs)
     path = str(tmp_path / "target")
     target = spark.createDataFrame(sc.target, sc.target_schema)
     if sc.create_schema is not None:

@@ -25,21 +25,9 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def conf(spark):
-    saved: dict[str, str | None] = {}
-
-    def set_conf(**values: str) -> None:
-        for k, v in values.items():
-            key = k.replace("__", ".")
-            saved.setdefault(key, spark.conf.get(key, None))
-            spark.conf.set(key, v)
-
-    yield set_conf
-    for k, v in saved.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
+def conf(spark_conf):
+    """``conf(spark__sql__x="v")``: keyword form of ``spark_conf`` (``__`` stands for ``.``)."""
+    return lambda **values: spark_conf({k.replace("__", "."): v for k, v in values.items()})
 
 
 def norm(value):

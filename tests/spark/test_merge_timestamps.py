@@ -5,6 +5,7 @@ source, although deltamerge runs the merge as several Spark queries."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pyspark.sql import functions as F
@@ -127,20 +128,60 @@ def test_builder_and_history_keep_the_written_expression(spark, clock_tables):  
     assert json.loads(params["predicate"]) == ["s.id = t.id AND s.timestampOne = NOW()"]
 
 
-def test_clock_in_statement_only_is_one_instant(spark, tmp_path):  # type: ignore[no-untyped-def]
-    """No clock in the source: the driver's instant, the same in every job (copy-on-write runs
-    two), and the source is not materialized for it."""
+def test_statement_clock_becomes_one_literal(spark, tmp_path):  # type: ignore[no-untyped-def]
+    """No clock in the source: every clock function of the statement becomes the same literal (the
+    jobs of a merge evaluate them separately otherwise) and the source is used as it is."""
+    from deltamerge.merge.current_time import pin_clock
+    from deltamerge.predicates import to_sql
+    from deltamerge.sql_frontend import parse_merge
+
     path = str(tmp_path / "t")
-    deltamerge.write(spark.range(0, 6).withColumn("ts", F.lit(None).cast("timestamp")).repartition(3), path)
-    src = spark.range(0, 6).withColumn("ts", F.lit(None).cast("timestamp"))
-    row = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(src.alias("s"), "s.id = t.id")
-        .whenMatchedUpdate(set={"ts": "now()"})
-        .whenNotMatchedInsert(values={"id": "s.id", "ts": "now()"})
-        .execute()
-        .collect()[0]
+    deltamerge.write(spark.range(0, 3).withColumn("ts", F.lit(None).cast("timestamp")), path)
+    parsed = parse_merge(
+        spark,
+        f"MERGE INTO delta.`{path}` t USING (SELECT 1 AS id) s ON s.id = t.id AND t.ts IS NULL "
+        "WHEN MATCHED AND now() > t.ts THEN UPDATE SET ts = current_timestamp() "
+        "WHEN NOT MATCHED THEN INSERT (id, ts) VALUES (s.id, CAST(current_date() AS TIMESTAMP))",
     )
-    assert row.num_updated_rows == 6
-    assert deltamerge.read(spark, path).select("ts").distinct().count() == 1
+    assert parsed is not None
+    spec = parsed[1]
+    pinned, source = pin_clock(spark, spec)
+    assert source is None
+    texts = [to_sql(c.condition) for c in pinned.clauses if c.condition is not None]
+    texts += [to_sql(a.value) for c in pinned.clauses for a in c.assignments or ()]
+    joined = " ".join(texts).upper()
+    assert "NOW(" not in joined and "CURRENT_" not in joined
+    assert len(set(re.findall(r"TIMESTAMP_MICROS\((\d+)\)", joined))) == 1
+    assert len(re.findall(r"TIMESTAMP_MICROS", joined)) == 3
+    # The written statement is untouched (history records it).
+    assert "NOW()" in to_sql(spec.clauses[0].condition).upper()
+
+
+def test_clock_reading_source_is_pinned(spark, tmp_path):  # type: ignore[no-untyped-def]
+    """A source whose plan reads the clock (here through a view) is materialized once: two reads
+    give the same stamp, and the statement's now() is that stamp."""
+    from deltamerge.merge.current_time import pin_clock, source_reads_clock
+    from deltamerge.predicates import to_sql
+    from deltamerge.sql_frontend import parse_merge
+
+    assert not source_reads_clock(spark, spark.range(3))
+    spark.range(3).withColumn("ts", F.current_timestamp()).createOrReplaceTempView("clock_view")
+    try:
+        assert source_reads_clock(spark, spark.table("clock_view"))
+        path = str(tmp_path / "t")
+        deltamerge.write(spark.range(0, 3).withColumn("ts", F.lit(None).cast("timestamp")), path)
+        parsed = parse_merge(
+            spark,
+            f"MERGE INTO delta.`{path}` t USING clock_view s ON s.id = t.id "
+            "WHEN MATCHED AND s.ts = now() THEN UPDATE SET ts = s.ts",
+        )
+        assert parsed is not None
+        pinned, source = pin_clock(spark, parsed[1])
+    finally:
+        spark.catalog.dropTempView("clock_view")
+    assert source is not None and source.columns == ["id", "ts"]
+    first = source.selectExpr("unix_micros(ts)").distinct().collect()
+    again = source.selectExpr("unix_micros(ts)").distinct().collect()
+    assert len(first) == 1 and first == again
+    literal = re.findall(r"TIMESTAMP_MICROS\((\d+)\)", to_sql(pinned.clauses[0].condition).upper())
+    assert literal == [str(first[0][0])]

@@ -35,18 +35,17 @@ _CLOCK_IN_PLAN = re.compile(r"(?<![\w`.])(current_timestamp|now|current_date|loc
 
 
 def _is_clock(node: exp.Expr) -> bool:
+    # SQLGlot parses current_timestamp/current_date/curdate/localtimestamp; now() stays a call.
     if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp)):
         return True
-    return isinstance(node, exp.Anonymous) and str(node.this).lower() in ("now", "localtimestamp")
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() == "now"
 
 
 def _literal(node: exp.Expr, micros: int) -> exp.Expr:
     instant = exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(micros)])
     if isinstance(node, exp.CurrentDate):
         return exp.Cast(this=instant, to=exp.DataType.build("DATE"))
-    if isinstance(node, exp.Localtimestamp) or (
-        isinstance(node, exp.Anonymous) and str(node.this).lower() == "localtimestamp"
-    ):
+    if isinstance(node, exp.Localtimestamp):
         return exp.Cast(this=instant, to=exp.DataType.build("TIMESTAMP_NTZ", dialect="spark"))
     return instant
 

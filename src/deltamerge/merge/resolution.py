@@ -166,7 +166,7 @@ def _check_condition(
         if relation_exists is not None:
             for table in node.find_all(exp.Table):
                 name = ".".join(p.name for p in table.parts)
-                if name and not (table.db or "").lower() == "delta" and not relation_exists(name):
+                if name and (table.db or "").lower() != "delta" and not relation_exists(name):
                     raise error(
                         f"The table or view `{name}` cannot be found. A subquery in a MERGE condition "
                         "is resolved on its own: the merge's target and source aliases are not "
