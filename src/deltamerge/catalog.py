@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 _LOCK = threading.Lock()
 _NAMES: dict[str, str] = {}  # lower-case name -> absolute table path
 _VIEW_VERSIONS: dict[str, int] = {}  # lower-case name -> version the view shows
+_MERGED_VIEWS: dict[str, str] = {}  # temp views a MERGE targeted -> absolute table path
 
 
 def register_table(spark: SparkSession, name: str, path: str) -> None:
@@ -52,9 +53,29 @@ def refresh_view(spark: SparkSession, name: str) -> None:
     _VIEW_VERSIONS[name.lower()] = snap.version
 
 
+def track_view(name: str, path: str) -> None:
+    """Remember that the user's temp view ``name`` is a full scan of the table at ``path`` (it was a
+    MERGE target), so that commits to the table re-point it like a registered name's view."""
+    with _LOCK:
+        _MERGED_VIEWS[name.lower()] = os.path.abspath(path)
+
+
 def refresh_views(spark: SparkSession, path: str) -> None:
     """Refresh every view of the table at ``path`` (after a commit to it)."""
     target = os.path.abspath(path)
     for name, p in list(_NAMES.items()):
         if p == target:
             refresh_view(spark, name)
+    for name, p in list(_MERGED_VIEWS.items()):
+        if p == target:
+            from deltamerge import views
+
+            try:  # only while the view still is a full scan of this table (the user may replace it)
+                still = views.view_target_path(spark, name, check_columns=False) == target
+            except Exception:
+                still = False
+            if still:
+                views.refresh_after_write(spark, name, target)
+            else:
+                with _LOCK:
+                    _MERGED_VIEWS.pop(name, None)

@@ -3,7 +3,8 @@
 The statement is parsed with SQLGlot (Spark dialect). Spark's MERGE grammar is enforced: all WHEN
 MATCHED clauses first, then WHEN NOT MATCHED [BY TARGET], then WHEN NOT MATCHED BY SOURCE; only the
 last clause of each kind may omit its condition (Spark's parser error classes). The target is
-``delta.`<path>``` or a name given with ``deltamerge.register_table``.
+``delta.`<path>```, a name given with ``deltamerge.register_table``, or a temp view that is a full
+scan of a Delta table (see ``views``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from deltamerge import catalog
+from deltamerge import catalog, views
 from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import parse_key
@@ -131,7 +132,7 @@ def _check_sql_grammar(clauses: list[MergeClause]) -> None:
             raise ParseError(message, error_class=error_class)
 
 
-def _target(table: exp.Table) -> tuple[str, str | None, str | None]:
+def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str | None]:
     """(path, alias, name) of the MERGE target."""
     if not isinstance(table, exp.Table):
         raise ParseError(
@@ -147,6 +148,10 @@ def _target(table: exp.Table) -> tuple[str, str | None, str | None]:
         return table.name, alias, None
     name = ".".join(p.name for p in table.parts)
     path = catalog.path_for_name(name) or catalog.path_for_name(table.name)
+    if path is None and table.args.get("db") is None:
+        path = views.view_target_path(spark, name)  # a temp view that fully scans a Delta table
+        if path is not None:
+            catalog.track_view(name, path)
     if path is None:
         raise TableNotFoundError(
             f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
@@ -200,7 +205,7 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
         return None
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)
-    path, target_alias, _name = _target(statement.this)
+    path, target_alias, _name = _target(spark, statement.this)
     if not DeltaLog.for_table(path).exists():
         raise TableNotFoundError(
             f"`{path}` is not a Delta table: MERGE INTO needs an existing table. Create it with "

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from deltamerge import catalog
+from deltamerge import catalog, views
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import InvalidArgumentError, TableNotFoundError
 from deltamerge.io import _abs, read_snapshot, snapshot_for
@@ -97,11 +97,17 @@ class DeltaTable:
 
     @classmethod
     def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
-        """The table registered under a name with ``deltamerge.register_table``."""
+        """The table registered under a name with ``deltamerge.register_table``, or the table a temp
+        view fully scans (``spark.read...createOrReplaceTempView(name)``; MERGE through it keeps the
+        view current)."""
         name = tableOrViewName
         if name.lower().startswith("delta.`") and name.endswith("`"):
             return cls.forPath(sparkSession, name[len("delta.`") : -1])
         path = catalog.path_for_name(name)
+        if path is None:
+            path = views.view_target_path(sparkSession, name)
+            if path is not None:
+                catalog.track_view(name, path)
         if path is None:
             raise TableNotFoundError(
                 f"`{name}` is not a Delta table known to deltamerge. Register it with "

@@ -71,14 +71,10 @@ def statement_reads_clock(spec: MergeSpec) -> bool:
 
 def source_reads_clock(spark: SparkSession, source: DataFrame) -> bool:
     """Whether the source's analysed plan (views and subqueries included) reads the clock."""
-    from deltamerge.spark.session import is_connect
+    from deltamerge.spark.session import analyzed_plan_text
 
     try:
-        if is_connect(spark):
-            text = source._explain_string(extended=True)  # type: ignore[attr-defined,operator]
-            text = text.split("== Optimized Logical Plan ==")[0]  # the optimizer has folded them
-        else:
-            text = source._jdf.queryExecution().analyzed().toString()  # type: ignore[attr-defined]
+        text = analyzed_plan_text(source)
     except Exception:
         return False
     return bool(_CLOCK_IN_PLAN.search(text))

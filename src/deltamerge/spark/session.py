@@ -25,6 +25,15 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def analyzed_plan_text(df: DataFrame) -> str:
+    """The analysed logical plan of ``df`` as Spark prints it (classic or Connect)."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        text = df._explain_string(extended=True)  # type: ignore[attr-defined,operator]
+        text = text.split("== Analyzed Logical Plan ==", 1)[-1]
+        return text.split("== Optimized Logical Plan ==", 1)[0]
+    return str(df._jdf.queryExecution().analyzed().toString())  # type: ignore[attr-defined]
+
+
 def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
     """A ``key -> value | None`` function over the session's runtime settings."""
 
