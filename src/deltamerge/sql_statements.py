@@ -4,6 +4,8 @@
 ``spark.sql``:
 
 * ``UPDATE``, ``DELETE FROM`` (sqlglot), run by ``deltamerge.dml``;
+* ``INSERT INTO`` / ``INSERT OVERWRITE [TABLE]`` ``t [(cols)] [BY NAME] <query>`` (sqlglot), appended or
+  overwritten with ``deltamerge.write`` after Spark's by-position store assignment;
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``DESCRIBE HISTORY t [LIMIT n]``,
@@ -65,6 +67,7 @@ _ALTER = re.compile(rf"ALTER\s+TABLE\s+{_TABLE}\s+(?P<rest>.+)", _F)
 _SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _F)
 _UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", _F)
 _DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", _F)
+_INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", _F)
 _CREATE = re.compile(r"(?P<head>(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE)\s", _F)
 _USING_DELTA = re.compile(r"\bUSING\s+delta\b", re.IGNORECASE)
 _TABLE_CHANGES = re.compile(r"\btable_changes(?P<by_path>_by_path)?\s*\(", re.IGNORECASE)
@@ -305,6 +308,73 @@ def _dml(spark: SparkSession, text: str) -> DataFrame | None:
     return dml.update(spark, path, condition, assigns, target_alias=alias)
 
 
+def _insert(spark: SparkSession, text: str) -> DataFrame | None:
+    """INSERT INTO / INSERT OVERWRITE [TABLE] t [(cols)] <query>: by position (or BY NAME), values
+    cast to the table's column types as Spark's store assignment does; None when ``t`` is not a
+    Delta table deltamerge knows (Spark then runs the statement)."""
+    from pyspark.sql import functions as F
+
+    from deltamerge.io import snapshot_for, write
+    from deltamerge.spark.types import to_spark_schema
+
+    statement = _parse(text)
+    if not isinstance(statement, exp.Insert):
+        return None
+    target = statement.this
+    columns = None
+    if isinstance(target, exp.Schema):
+        columns = [c.name for c in target.expressions]
+        target = target.this
+    if not isinstance(target, exp.Table):
+        return None
+    db = target.args.get("db")
+    if (
+        not (db is not None and db.name.lower() == "delta")
+        and _lookup(".".join(p.name for p in target.parts)) is None
+    ):
+        return None
+    path, _alias, _name = _table_node(target)
+    if target.args.get("partition") is not None or statement.args.get("where") is not None:
+        raise UnsupportedOperationError(
+            "INSERT with a PARTITION clause or REPLACE WHERE is not supported by deltamerge; put the "
+            "partition values in the query's columns."
+        )
+    query = statement.expression
+    with_ = statement.args.get("with_") or statement.args.get("with")
+    prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
+    data = spark.sql(prefix + query.sql(dialect=DIALECT))
+    schema = to_spark_schema(snapshot_for(path).metadata.schema_string)
+    fields = {f.name.lower(): f for f in schema.fields}
+    if statement.args.get("by_name"):
+        names = list(data.columns)
+    else:
+        names = columns if columns is not None else [f.name for f in schema.fields]
+    unknown = [n for n in names if n.lower() not in fields]
+    if unknown:
+        raise AnalysisError(
+            f"A column or function parameter with name `{unknown[0]}` cannot be resolved. The table's "
+            f"columns are {', '.join(f.name for f in schema.fields)}.",
+            error_class="UNRESOLVED_COLUMN.WITH_SUGGESTION",
+        )
+    if len(names) != len(data.columns):
+        which = "NOT_ENOUGH_DATA_COLUMNS" if len(data.columns) < len(names) else "TOO_MANY_DATA_COLUMNS"
+        raise AnalysisError(
+            f"Cannot write to the Delta table at {path}: the query has {len(data.columns)} column(s) and "
+            f"the table expects {len(names)} ({', '.join(names)}). List the columns to insert, e.g. "
+            "INSERT INTO t (a, b) SELECT ...",
+            error_class=f"INSERT_COLUMN_ARITY_MISMATCH.{which}",
+        )
+    positional = data.toDF(*[f"_c{i}" for i in range(len(names))])  # query columns may share a name
+    data = positional.select(
+        *[
+            F.col(f"_c{i}").cast(fields[n.lower()].dataType).alias(fields[n.lower()].name)
+            for i, n in enumerate(names)
+        ]
+    )
+    write(data, path, mode="overwrite" if statement.args.get("overwrite") else "append")
+    return _empty(spark)
+
+
 def _column(node: exp.ColumnDef) -> StructField:
     kind = node.args.get("kind")
     if kind is None:
@@ -465,6 +535,10 @@ def run_statement(spark: SparkSession, text: str) -> DataFrame:
             if result is not None:
                 return result
             return spark.sql(text)
+    if _INSERT.match(body):
+        result = _insert(spark, body)
+        if result is not None:
+            return result
     if _DML.match(body):
         result = _dml(spark, body)
         if result is not None:

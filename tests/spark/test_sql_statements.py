@@ -156,3 +156,62 @@ def test_create_table_as_select_and_replace(spark, tmp_path):
     # Other statements still go to Spark.
     _sql(spark, "CREATE OR REPLACE TEMPORARY VIEW passthrough_view AS SELECT 1 AS one")
     assert _sql(spark, "SELECT one FROM passthrough_view").collect()[0]["one"] == 1
+
+
+def test_insert_into_and_overwrite(spark, people):
+    _sql(spark, "INSERT INTO people VALUES (10, 'ten', '0'), (11, 'eleven', '1')")
+    _sql(spark, "INSERT INTO people (p, id) SELECT '1', 12")  # a column list: name becomes NULL
+    _sql(spark, f"WITH s AS (SELECT 13L AS id) INSERT INTO delta.`{people}` SELECT id, 'x', '0' FROM s")
+    _sql(spark, "INSERT INTO people BY NAME SELECT '1' AS p, 14 AS id, 'y' AS name")
+    assert _rows(spark, "SELECT id, name, p FROM people WHERE id >= 10") == [
+        (10, "ten", "0"),
+        (11, "eleven", "1"),
+        (12, None, "1"),
+        (13, "x", "0"),
+        (14, "y", "1"),
+    ]
+    ops = [h["operation"] for h in _sql(spark, "DESCRIBE HISTORY people LIMIT 4").collect()]
+    assert ops == ["WRITE"] * 4
+    with pytest.raises(DeltaMergeError, match=r"INSERT_COLUMN_ARITY_MISMATCH\.NOT_ENOUGH_DATA_COLUMNS"):
+        _sql(spark, "INSERT INTO people VALUES (20, 'twenty')")
+    with pytest.raises(DeltaMergeError, match="UNRESOLVED_COLUMN"):
+        _sql(spark, "INSERT INTO people (id, nope) VALUES (20, 'twenty')")
+    with pytest.raises(Exception, match=r"CAST_OVERFLOW|CAST_INVALID_INPUT"):
+        _sql(spark, "INSERT INTO people VALUES (99999999999, 'big', '0')")
+    _sql(spark, "INSERT OVERWRITE TABLE people SELECT 1, 'one', '1'")
+    assert _rows(spark, "SELECT * FROM people") == [(1, "one", "1")]
+    assert RsTable(people).to_pyarrow_table().to_pylist() == [{"id": 1, "name": "one", "p": "1"}]
+
+
+def test_empty_schema_target(spark, spark_conf, tmp_path):
+    """Delta's MergeIntoEmptySchemaTargetSuite: CREATE TABLE without columns makes a table with an empty
+    schema; MERGE into it fails without schema evolution and adopts the source schema with it."""
+    try:
+        _sql(spark, f"CREATE TABLE empty_schema_target USING delta LOCATION '{tmp_path / 'target'}'")
+        _sql(
+            spark,
+            f"CREATE TABLE populated_source (id INT, name STRING) USING delta LOCATION '{tmp_path / 's'}'",
+        )
+        _sql(spark, "INSERT INTO populated_source VALUES (1, 'a'), (2, 'b')")
+        target = DeltaTable.forName(spark, "empty_schema_target")
+        assert snapshot_for(target.path).metadata.schema["fields"] == []
+        statement = (
+            "INTO empty_schema_target USING populated_source AS s ON false WHEN NOT MATCHED THEN INSERT *"
+        )
+        with pytest.raises(DeltaMergeError, match="DELTA_MERGE_INTO_EMPTY_SCHEMA_TARGET") as err:
+            _sql(spark, "MERGE " + statement)
+        assert err.value.sql_state == "428GU"
+        assert target.version() == 0
+        spark_conf({"spark.databricks.delta.schema.autoMerge.enabled": "true"})
+        _sql(spark, "MERGE WITH SCHEMA EVOLUTION " + statement)
+        assert spark.table("empty_schema_target").schema == spark.table("populated_source").schema
+        assert _rows(spark, "SELECT * FROM empty_schema_target") == [(1, "a"), (2, "b")]
+        assert sorted(RsTable(target.path).to_pyarrow_table().to_pylist(), key=str) == [
+            {"id": 1, "name": "a"},
+            {"id": 2, "name": "b"},
+        ]
+        with pytest.raises(DeltaMergeError, match="DELTA_SCHEMA_NOT_PROVIDED"):
+            _sql(spark, "CREATE OR REPLACE TABLE empty_schema_target USING delta")
+    finally:
+        for name in ("empty_schema_target", "populated_source"):
+            deltamerge.unregister_table(spark, name)

@@ -157,12 +157,15 @@ def create_table(
         )
     if data is not None:
         schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in data.schema.fields])
-    if schema is None or not schema.fields:
+    if (schema is None or not schema.fields) and mode in ("replace", "createOrReplace"):
+        # as Delta: a plain CREATE may make a table without columns (a later MERGE WITH SCHEMA
+        # EVOLUTION or append with mergeSchema gives it some); a replacement must bring a schema
         raise AnalysisError(
             "Table schema is not provided. Please provide the schema (column definition) of the table "
             "or an AS SELECT query.",
             error_class="DELTA_SCHEMA_NOT_PROVIDED",
         )
+    schema = schema if schema is not None else StructType([])
     parts = _check_schema(schema, partition_by)
     conf = {} if replacing else _session_defaults(spark)
     conf.update(
