@@ -94,6 +94,8 @@ class Aligner:
         prefix: tuple[str, ...],
     ) -> list[exp.Expression | None]:
         """Delta's ``generateUpdateExpressions``: None where the (cast) default value stays."""
+        if not prefix and self.evolve and not self.caster.s.preserve_null_structs:
+            ops = ops + self._null_leaves_of_new_columns(ops)
         for op in ops:
             if not any(self._eq(f.name, op.path[0]) for f in fields):
                 cols = ", ".join(f"`{'.'.join((*prefix, f.name))}`" for f in fields)
@@ -155,6 +157,39 @@ class Aligner:
                 pairs.append((c.name, value))
             out.append(named_struct(pairs))
         return out
+
+    def _null_leaves_of_new_columns(self, ops: list[Action]) -> list[Action]:
+        """Legacy ``merge.preserveNullSourceStructs=false`` (Delta's
+        ``generateUpdateOpsForNewTargetFields``): every leaf of a column added by evolution that
+        the clause does not assign is set to NULL, so an unassigned new struct column becomes a
+        struct of NULLs rather than a NULL struct."""
+
+        def without(fields: Sequence[StructField], path: tuple[str, ...]) -> list[StructField]:
+            out = []
+            for f in fields:
+                if not self._eq(f.name, path[0]):
+                    out.append(f)
+                elif len(path) > 1 and isinstance(f.dataType, StructType):
+                    out.append(StructField(f.name, StructType(without(f.dataType.fields, path[1:]))))
+            return out
+
+        def leaves(fields: Sequence[StructField], at: tuple[str, ...]) -> list[Action]:
+            out = []
+            for f in fields:
+                if isinstance(f.dataType, StructType):
+                    out += leaves(f.dataType.fields, (*at, f.name))
+                else:
+                    out.append(Action((*at, f.name), typed_null(f.dataType), vtype=f.dataType))
+            return out
+
+        new = [
+            f
+            for f in self.final_schema.fields
+            if not any(self._eq(f.name, t.name) for t in self.target_schema.fields)
+        ]
+        for op in ops:
+            new = without(new, op.path)
+        return leaves(new, ())
 
     def insert_exprs(self, actions: list[Action]) -> list[exp.Expression]:
         """One cast value per final column for an INSERT clause (NULL where not listed)."""

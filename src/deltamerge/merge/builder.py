@@ -6,6 +6,7 @@ clauses into a ``MergeSpec`` and runs the command.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -168,16 +169,31 @@ def validate_merge_args(source: Any, condition: Any) -> None:
 
 
 def dataframe_alias(df: DataFrame) -> str | None:
-    """The alias set by ``df.alias(name)`` (top of the plan), if any."""
+    """The alias set by ``df.alias(name)`` (top of the plan), or the name of a table read with
+    ``spark.table(name)`` (Spark qualifies its columns with the name's last part), if any."""
     try:
         plan = getattr(df, "_plan", None)
         if plan is not None and type(plan).__name__ == "SubqueryAlias":
             return str(plan._alias)
+        if plan is not None and type(plan).__name__ == "Read":
+            return _last_part(str(plan.table_name))
         jdf = getattr(df, "_jdf", None)
         if jdf is not None:
             logical = jdf.queryExecution().logical()
-            if logical.getClass().getSimpleName() == "SubqueryAlias":
+            kind = logical.getClass().getSimpleName()
+            if kind == "SubqueryAlias":
                 return str(logical.alias())
+            if kind == "UnresolvedRelation":
+                analyzed = jdf.queryExecution().analyzed()
+                if analyzed.getClass().getSimpleName() == "SubqueryAlias":
+                    return str(analyzed.alias())
     except Exception:
         return None
+    return None
+
+
+def _last_part(name: str) -> str:
+    parts = re.findall(r"`(?:[^`]|``)+`|[^.`]+", name)
+    last = parts[-1] if parts else name
+    return last[1:-1].replace("``", "`") if last.startswith("`") else last
     return None

@@ -104,11 +104,16 @@ def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bo
     """Write data files and change-data files from one evaluation of the joined rows."""
     from pyspark import StorageLevel
 
+    from deltamerge.spark.session import temporary_settings
+
     changes = explode_changes(joined_with_action, ctx.rm, dedupe_deletes=dedupe_deletes, copies=copies)
-    changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        adds = ctx.write(data_rows(changes))
-        cdc = ctx.write_cdc(change_rows(changes))
-    finally:
-        changes.unpersist()
+    # A cached plan keeps its shuffles' partition count unless AQE may change it: without this, each
+    # non-empty shuffle partition (of the join or of the delete de-duplication) became a data file.
+    with temporary_settings(ctx.spark, {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true"}):
+        changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            adds = ctx.write(data_rows(changes))
+            cdc = ctx.write_cdc(change_rows(changes))
+        finally:
+            changes.unpersist()
     return adds, cdc

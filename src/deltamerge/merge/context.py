@@ -141,7 +141,7 @@ class MergeContext:
         ]
         written = write_parquet(df, self.table_root, parts, kind="cdc", timestamp_partition_columns=ts_parts)
         self.written_paths += [w.relative_path for w in written]
-        files = to_cdc_files(written)
+        files = to_cdc_files(self.table_root, written)
         self.metrics.numTargetChangeFilesAdded += len(files)
         self.metrics.numTargetChangeFileBytes += sum(f.size for f in files)
         return files

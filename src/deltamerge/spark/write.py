@@ -183,12 +183,20 @@ def to_add_files(
     return adds
 
 
-def to_cdc_files(written: Sequence[WrittenFile]) -> list[AddCDCFile]:
-    """AddCDCFiles for change-data files (no stats; always ``dataChange=false``)."""
-    return [
-        AddCDCFile(path=encode_add_path(w.relative_path), partition_values=w.partition_values, size=w.size)
-        for w in written
-    ]
+def to_cdc_files(table_root: str, written: Sequence[WrittenFile]) -> list[AddCDCFile]:
+    """AddCDCFiles for change-data files (no stats; always ``dataChange=false``); files with no rows
+    are deleted, not added (a MERGE that changed nothing then commits nothing, as Delta's)."""
+    paths = [os.path.join(table_root, w.relative_path) for w in written]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        footers = list(pool.map(_footer, paths))
+    out = []
+    for w, md, abs_path in zip(written, footers, paths, strict=True):
+        if md.num_rows == 0:
+            os.remove(abs_path)
+            continue
+        path = encode_add_path(w.relative_path)
+        out.append(AddCDCFile(path=path, partition_values=w.partition_values, size=w.size))
+    return out
 
 
 def now_ms() -> int:
