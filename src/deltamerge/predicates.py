@@ -55,6 +55,20 @@ def to_sql(node: exp.Expression) -> str:
     return node.sql(dialect=DIALECT)
 
 
+def catalyst_sql(node: exp.Expression) -> str:
+    """Render a tree the way Spark's ``Expression.sql`` shows it in error messages: binary
+    operators parenthesised, function names in lower case (``(max(0) > 0)``)."""
+    node = node.copy()
+    binaries = [n for n in node.walk() if isinstance(n, exp.Binary) and not isinstance(n, exp.Dot)]
+    for n in reversed(binaries):  # innermost first
+        wrapped = exp.Paren(this=n.copy())
+        if n is node:
+            node = wrapped
+        else:
+            n.replace(wrapped)
+    return node.sql(dialect=DIALECT, normalize_functions="lower")
+
+
 def column_parts(col: exp.Column | exp.Dot) -> list[str]:
     """The dotted name of a column reference as parts (``t.a.b`` -> ["t", "a", "b"])."""
     if isinstance(col, exp.Column):

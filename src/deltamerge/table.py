@@ -25,7 +25,13 @@ from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import InvalidArgumentError, TableNotFoundError
 from deltamerge.io import _abs, read_snapshot, snapshot_for
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.merge.builder import DeltaMergeBuilder, dataframe_alias, validate_merge_args
+from deltamerge.merge.builder import (
+    DeltaMergeBuilder,
+    attribute_ids,
+    attribute_renderer,
+    dataframe_alias,
+    validate_merge_args,
+)
 from deltamerge.merge.clauses import MergeSpec
 from deltamerge.spark.session import conf_getter
 
@@ -78,11 +84,22 @@ def _ts(ms: int | None) -> dt.datetime | None:
 class DeltaTable:
     """A Delta table by path or registered name (delta-spark's ``DeltaTable``)."""
 
-    def __init__(self, spark: SparkSession, path: str, *, alias: str | None = None, name: str | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        *,
+        alias: str | None = None,
+        name: str | None = None,
+        _handed_out: set[int] | None = None,
+    ):
         self._spark = spark
         self._path = _abs(path)
         self._alias = alias
         self._name = name
+        # attribute ids of the DataFrames toDF() gave out: a Column df["x"] of one of them names
+        # the target in a MERGE built from this table (shared with aliased copies)
+        self._handed_out: set[int] = _handed_out if _handed_out is not None else set()
 
     # --- construction ------------------------------------------------------------------------------
 
@@ -132,11 +149,13 @@ class DeltaTable:
 
     def alias(self, aliasName: str) -> DeltaTable:
         """The same table under an alias (used to qualify target columns in merge)."""
-        return DeltaTable(self._spark, self._path, alias=aliasName, name=self._name)
+        shared = self._handed_out
+        return DeltaTable(self._spark, self._path, alias=aliasName, name=self._name, _handed_out=shared)
 
     def toDF(self) -> DataFrame:
         """The latest rows of the table."""
         df = read_snapshot(self._spark, snapshot_for(self._path))
+        self._handed_out.update(attribute_ids(df))
         return df.alias(self._alias) if self._alias else df
 
     def version(self) -> int:
@@ -232,6 +251,7 @@ class DeltaTable:
             _condition=condition,
             _target_alias=target_alias,
             _source_alias=dataframe_alias(source),
+            _refs=attribute_renderer(self._handed_out, source),
         )
 
     def _run_merge(self, spec: MergeSpec) -> DataFrame:

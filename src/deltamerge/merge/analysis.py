@@ -249,7 +249,7 @@ class _Analyzer:
             parts = parts[1:]
         idx = side.index(parts[0])
         if idx is None:
-            raise _KeyError(_unresolved(".".join(key), where, side.qualified()))
+            raise _KeyError(_unresolved(".".join(_quote(p) for p in key), where, side.qualified()))
         dtype: DataType = side.schema.fields[idx].dataType
         for i, part in enumerate(parts[1:], start=1):
             if isinstance(dtype, StructType):

@@ -14,9 +14,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
+from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import column_parts, parse_expression
 from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
-from deltamerge.spark.columns import expression_text
+from deltamerge.spark.columns import attribute_refs, expression_text
 
 
 def _check_condition(condition: Any, method: str) -> None:
@@ -59,6 +60,15 @@ class DeltaMergeBuilder:
     _clauses: tuple[MergeClause, ...] = ()
     _evolve: bool = False
     _extras: dict[str, Any] = field(default_factory=dict)
+    _refs: Callable[[int, str], str] | None = None  # renders a pre-resolved df["col"] reference
+
+    def _parse(self, value: str | Column | None):  # type: ignore[no-untyped-def]
+        with attribute_refs(self._refs):
+            return parse_condition(value)
+
+    def _assign(self, values: dict[str, str | Column]) -> tuple[Assignment, ...]:
+        with attribute_refs(self._refs):
+            return assignments(values)
 
     def _with(self, clause: MergeClause | None) -> DeltaMergeBuilder:
         return self if clause is None else replace(self, _clauses=(*self._clauses, clause))
@@ -67,61 +77,55 @@ class DeltaMergeBuilder:
         self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
     ) -> DeltaMergeBuilder:
         """WHEN MATCHED [AND condition] THEN UPDATE SET ..."""
-        _check_condition(condition, "whenMatchedUpdate")
         values = _check_dict(set, "set", "whenMatchedUpdate")
+        _check_condition(condition, "whenMatchedUpdate")
         if not values and condition is None:
             return self  # delta-spark drops an unconditional update with no assignment
         return self._with(
-            MergeClause(
-                ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), assignments(values)
-            )
+            MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, self._parse(condition), self._assign(values))
         )
 
     def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN MATCHED [AND condition] THEN UPDATE SET *"""
         _check_condition(condition, "whenMatchedUpdateAll")
-        return self._with(
-            MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, parse_condition(condition), None)
-        )
+        return self._with(MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, self._parse(condition), None))
 
     def whenMatchedDelete(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN MATCHED [AND condition] THEN DELETE"""
         _check_condition(condition, "whenMatchedDelete")
-        return self._with(MergeClause(ClauseKind.MATCHED, ActionType.DELETE, parse_condition(condition), ()))
+        return self._with(MergeClause(ClauseKind.MATCHED, ActionType.DELETE, self._parse(condition), ()))
 
     def whenNotMatchedInsert(
         self, condition: str | Column | None = None, values: dict[str, str | Column] | None = None
     ) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED [AND condition] THEN INSERT (...) VALUES (...)"""
-        _check_condition(condition, "whenNotMatchedInsert")
         vals = _check_dict(values, "values", "whenNotMatchedInsert")
+        _check_condition(condition, "whenNotMatchedInsert")
         return self._with(
-            MergeClause(
-                ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), assignments(vals)
-            )
+            MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, self._parse(condition), self._assign(vals))
         )
 
     def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED [AND condition] THEN INSERT *"""
         _check_condition(condition, "whenNotMatchedInsertAll")
         return self._with(
-            MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, parse_condition(condition), None)
+            MergeClause(ClauseKind.NOT_MATCHED, ActionType.INSERT, self._parse(condition), None)
         )
 
     def whenNotMatchedBySourceUpdate(
         self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
     ) -> DeltaMergeBuilder:
         """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET ..."""
-        _check_condition(condition, "whenNotMatchedBySourceUpdate")
         values = _check_dict(set, "set", "whenNotMatchedBySourceUpdate")
+        _check_condition(condition, "whenNotMatchedBySourceUpdate")
         if not values and condition is None:
             return self
         return self._with(
             MergeClause(
                 ClauseKind.NOT_MATCHED_BY_SOURCE,
                 ActionType.UPDATE,
-                parse_condition(condition),
-                assignments(values),
+                self._parse(condition),
+                self._assign(values),
             )
         )
 
@@ -129,7 +133,7 @@ class DeltaMergeBuilder:
         """WHEN NOT MATCHED BY SOURCE [AND condition] THEN DELETE"""
         _check_condition(condition, "whenNotMatchedBySourceDelete")
         return self._with(
-            MergeClause(ClauseKind.NOT_MATCHED_BY_SOURCE, ActionType.DELETE, parse_condition(condition), ())
+            MergeClause(ClauseKind.NOT_MATCHED_BY_SOURCE, ActionType.DELETE, self._parse(condition), ())
         )
 
     def withSchemaEvolution(self) -> DeltaMergeBuilder:
@@ -139,7 +143,7 @@ class DeltaMergeBuilder:
     def _spec(self) -> MergeSpec:
         return MergeSpec(
             source=self._source,
-            condition=parse_condition(self._condition),
+            condition=self._parse(self._condition),
             clauses=self._clauses,
             target_alias=self._target_alias,
             source_alias=self._source_alias,
@@ -197,3 +201,43 @@ def _last_part(name: str) -> str:
     last = parts[-1] if parts else name
     return last[1:-1].replace("``", "`") if last.startswith("`") else last
     return None
+
+
+def attribute_ids(df: DataFrame) -> set[int]:
+    """Ids of the attributes ``df`` outputs (classic sessions; empty on Connect)."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return set()
+    try:
+        output = jdf.queryExecution().analyzed().output()
+        return {int(output.apply(i).exprId().id()) for i in range(output.size())}
+    except Exception:
+        return set()
+
+
+def attribute_renderer(target_ids: set[int], source: DataFrame) -> Callable[[int, str], str] | None:
+    """How a pre-resolved Column ``df["col"]`` reads in a MERGE (Delta resolves it by attribute id):
+    an attribute of the target (a DataFrame of ``DeltaTable.toDF()``) or of the source names that
+    side; one of both stays unqualified, so it resolves where one side is in scope and is ambiguous
+    where both are (as in Delta's self-merges); one of neither is an error."""
+    if getattr(source, "_jdf", None) is None:
+        return None
+    source_ids = attribute_ids(source)
+
+    def render(expr_id: int, name: str) -> str:
+        quoted = "`" + name.replace("`", "``") + "`"
+        in_target, in_source = expr_id in target_ids, expr_id in source_ids
+        if in_target and in_source:
+            return quoted
+        if in_target or in_source:
+            return f"{side_qualifier('target' if in_target else 'source')}.{quoted}"
+        from deltamerge.errors import AnalysisError
+
+        raise AnalysisError(
+            f"Resolved attribute(s) {name}#{expr_id} missing from the MERGE's inputs in operator "
+            "MergeIntoTable: the Column was made from a DataFrame that is neither the source nor "
+            'DeltaTable.toDF() of the target. Use F.col("alias.column") or a SQL string instead.',
+            error_class="DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT",
+        )
+
+    return render

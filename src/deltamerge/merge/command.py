@@ -19,7 +19,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StructField, StructType
 
 from deltamerge.config import SessionConf, TableProperties
-from deltamerge.errors import ConcurrentModificationError, DeltaMergeError, TableNotFoundError
+from deltamerge.errors import (
+    ConcurrentModificationError,
+    DeltaMergeError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
 from deltamerge.log.actions import Action, AddFile
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze
@@ -206,6 +211,7 @@ def run_merge(
     committing = False
     try:
         actions = _execute(ctx, plan)
+        _check_source_unchanged(spark, metrics)
         metrics.executionTimeMs = timed_ms(start)
         if operation is not None:
             op = operation(written, metrics)
@@ -227,6 +233,18 @@ def run_merge(
             raise translated from e
         raise
     return result_frame(spark, metrics)
+
+
+def _check_source_unchanged(spark: SparkSession, m: MergeMetrics) -> None:
+    """Delta's ``checkNonDeterministicSource``: the source read twice gave different row counts
+    (only an error under ``merge.failIfSourceChanged``; the numbers stay in the metrics)."""
+    second = m.numSourceRowsInSecondScan
+    if second >= 0 and second != m.numSourceRows and setting(spark, SessionConf.FAIL_IF_SOURCE_CHANGED):
+        raise UnsupportedOperationError(
+            "Cannot perform Merge because the source dataset is not deterministic: it gave "
+            f"{m.numSourceRows} rows in the first scan and {second} in the second. Make the source "
+            "deterministic, or let MERGE materialize it (spark.databricks.delta.merge.materializeSource)."
+        )  # Delta raises this one without an error class
 
 
 def _execute(ctx: MergeContext, plan: MergePlan) -> list[Action]:

@@ -16,6 +16,7 @@ from sqlglot import exp
 from deltamerge.errors import AnalysisError
 from deltamerge.merge.alignment import error
 from deltamerge.predicates import (
+    catalyst_sql,
     has_aggregate,
     has_subquery,
     has_window,
@@ -25,6 +26,11 @@ from deltamerge.predicates import (
 )
 
 __all__ = ["Ref", "Side"]
+
+
+def side_qualifier(side: str) -> str:
+    """The qualifier that names one input of the merge whatever its alias (``target``/``source``)."""
+    return f"__dm_{side}__"
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,11 @@ class Side:
         return None
 
     def matches_alias(self, qualifier: str) -> bool:
-        """Whether ``qualifier`` names this side."""
-        return self.alias is not None and self._eq(self.alias, qualifier)
+        """Whether ``qualifier`` names this side (its alias, or the builder's internal name for a
+        pre-resolved ``df["col"]`` of this side)."""
+        return (self.alias is not None and self._eq(self.alias, qualifier)) or qualifier == side_qualifier(
+            self.name
+        )
 
     def qualified(self) -> list[str]:
         """Columns as ``alias.col`` for error messages."""
@@ -85,7 +94,7 @@ class _Resolver:
 
     def given_columns(self, scope: Sequence[Side]) -> str:
         cols: list[str] = []
-        for side in sorted(scope, key=lambda s: s.name):  # Delta lists source columns first
+        for side in sorted(scope, key=lambda s: s.name != "target"):  # target first, as Delta
             cols += side.qualified()
         return ", ".join(cols)
 
@@ -146,7 +155,7 @@ class _Resolver:
 def _check_condition(
     node: exp.Expression, operation: str, relation_exists: Callable[[str], bool] | None = None
 ) -> None:
-    shown = to_sql(node)
+    shown = catalyst_sql(node)
     if not is_deterministic(node):
         raise error(
             f"Non-deterministic functions are not supported in the {operation} (condition = {shown}). "

@@ -8,8 +8,11 @@ kinds raise a clear error that suggests passing a SQL string instead.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import decimal
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from pyspark.sql import Column
@@ -102,12 +105,26 @@ def _function_sql(name: str, args: list[str], distinct: bool = False) -> str:
 def _unsupported(kind: str) -> AnalysisError:
     return AnalysisError(
         f"Cannot use a Column built from {kind} in a MERGE expression; "
-        "pass the expression as a SQL string instead (e.g. \"s.value + 1\").",
+        'pass the expression as a SQL string instead (e.g. "s.value + 1").',
         error_class="DELTA_UNSUPPORTED_EXPRESSION",
     )
 
 
 # --- Classic (py4j ColumnNode) ----------------------------------------------------------------------
+
+# How a pre-resolved attribute (``df["col"]``: Spark resolves it against ``df`` at once) is written
+# as SQL: the MERGE builder decides from the attribute's id which input it belongs to.
+_REFS: ContextVar[Callable[[int, str], str] | None] = ContextVar("deltamerge_attribute_refs", default=None)
+
+
+@contextlib.contextmanager
+def attribute_refs(render: Callable[[int, str], str] | None) -> Iterator[None]:
+    """Render pre-resolved attributes with ``render(expr_id, name)`` inside the block."""
+    token = _REFS.set(render)
+    try:
+        yield
+    finally:
+        _REFS.reset(token)
 
 
 def _seq(scala_seq: Any) -> list[Any]:
@@ -131,6 +148,13 @@ def _classic_sql(node: Any) -> str:
         return _classic_sql(node.child())
     if kind == "UnresolvedExtractValue":
         return _extract_sql(_classic_sql(node.child()), _classic_sql(node.extraction()))
+    if kind == "ExpressionColumnNode":
+        inner = node.expression()
+        if inner.getClass().getSimpleName() == "AttributeReference":
+            render = _REFS.get()
+            name = str(inner.name())
+            return render(int(inner.exprId().id()), name) if render else _quote_ident(name)
+        raise _unsupported(str(inner.getClass().getSimpleName()))
     if kind == "CaseWhenOtherwise":
         parts = ["CASE"]
         for branch in _seq(node.branches()):
