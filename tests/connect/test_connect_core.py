@@ -325,3 +325,48 @@ TEMPORAL_EXPECTED = [
 
 def test_temporal_literals_and_extract_value_in_column_arguments(connect_spark, tmp_path):
     assert _temporal_merge(connect_spark, str(tmp_path / "t")) == TEMPORAL_EXPECTED
+
+
+def test_pre_resolved_columns_in_the_builder(connect_spark, path):
+    """df["col"] Columns carry their DataFrame's plan id on Connect: target ones come from
+    DeltaTable.toDF(), source ones from the source (Delta's "pre-resolved exprs" cases)."""
+    spark = connect_spark
+    deltamerge.write(spark.createDataFrame([(1, 1), (2, 2)], "key int, value int"), path)
+    table = DeltaTable.forPath(spark, path)
+    tdf = table.toDF()
+    src = spark.createDataFrame([(1, 10), (2, 20), (3, 30), (4, 40)], "key int, value int")
+    (
+        table.merge(src, tdf["key"] == src["key"])
+        .whenMatchedUpdate((tdf["key"] == 1) & (src["value"] == 10), {"value": tdf["value"] + src["value"]})
+        .whenMatchedDelete((tdf["key"] == 2) & (src["value"] == 20))
+        .whenNotMatchedInsert((src["key"] == 3) & (src["value"] == 30), {"key": src["key"], "value": src["value"]})  # noqa: E501
+        .execute()
+    )  # fmt: skip
+    assert _rows(table.toDF()) == [(1, 11), (3, 30)]
+    other = spark.createDataFrame([(0, 0)], "key int, value int")
+    with pytest.raises(deltamerge.DeltaMergeError, match="DELTA_MERGE_RESOLVED_ATTRIBUTE_MISSING_FROM_INPUT"):
+        table.merge(src, tdf["key"] == other["key"]).whenMatchedDelete().execute()
+
+
+def test_clock_read_once_and_temp_view_target(connect_spark, path):
+    """Connect reads analysed plans through explain: a clock-reading source is pinned to the
+    statement's instant, and a temp view over a Delta table can be the MERGE target."""
+    spark = connect_spark
+    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b")], "key int, value string"), path)
+    deltamerge.read(spark, path).createOrReplaceTempView("connect_view_target")
+    spark.createDataFrame([(1, "x"), (3, "y")], "key int, value string").withColumn(
+        "at", F.current_timestamp()
+    ).createOrReplaceTempView("connect_clock_source")
+    try:
+        deltamerge.sql(
+            spark,
+            "MERGE INTO connect_view_target t USING connect_clock_source s ON t.key = s.key "
+            "WHEN MATCHED AND s.at = now() THEN UPDATE SET value = s.value "
+            "WHEN NOT MATCHED AND s.at = current_timestamp() "
+            "THEN INSERT (key, value) VALUES (s.key, s.value)",
+        )
+        assert _rows(spark.table("connect_view_target")) == [(1, "x"), (2, "b"), (3, "y")]
+        assert _rows(deltamerge.read(spark, path)) == [(1, "x"), (2, "b"), (3, "y")]
+    finally:
+        spark.catalog.dropTempView("connect_view_target")
+        spark.catalog.dropTempView("connect_clock_source")

@@ -204,10 +204,12 @@ def _last_part(name: str) -> str:
 
 
 def attribute_ids(df: DataFrame) -> set[int]:
-    """Ids of the attributes ``df`` outputs (classic sessions; empty on Connect)."""
+    """What a pre-resolved ``df["col"]`` of ``df`` can carry: the ids of the attributes ``df``
+    outputs (classic), or the ids of ``df``'s plan and of the plans under it (Connect)."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
-        return set()
+        plan = getattr(df, "_plan", None)
+        return _plan_ids(plan) if plan is not None else set()
     try:
         output = jdf.queryExecution().analyzed().output()
         return {int(output.apply(i).exprId().id()) for i in range(output.size())}
@@ -215,13 +217,29 @@ def attribute_ids(df: DataFrame) -> set[int]:
         return set()
 
 
+def _plan_ids(plan: Any) -> set[int]:
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    ids: set[int] = set()
+    todo = [plan]
+    while todo:
+        p = todo.pop()
+        pid = getattr(p, "_plan_id", None)
+        if isinstance(pid, int):
+            ids.add(pid)
+        for v in vars(p).values():
+            if isinstance(v, LogicalPlan):
+                todo.append(v)
+            elif isinstance(v, (list, tuple)):
+                todo += [x for x in v if isinstance(x, LogicalPlan)]
+    return ids
+
+
 def attribute_renderer(target_ids: set[int], source: DataFrame) -> Callable[[int, str], str] | None:
     """How a pre-resolved Column ``df["col"]`` reads in a MERGE (Delta resolves it by attribute id):
     an attribute of the target (a DataFrame of ``DeltaTable.toDF()``) or of the source names that
     side; one of both stays unqualified, so it resolves where one side is in scope and is ambiguous
     where both are (as in Delta's self-merges); one of neither is an error."""
-    if getattr(source, "_jdf", None) is None:
-        return None
     source_ids = attribute_ids(source)
 
     def render(expr_id: int, name: str) -> str:

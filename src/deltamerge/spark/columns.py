@@ -201,6 +201,10 @@ def _connect_sql(expr: Any) -> str:
         from pyspark.sql.connect.expressions import ColumnReference  # noqa: F401 - for clarity of the type
 
         name = expr._unparsed_identifier
+        render = _REFS.get()
+        plan_id = getattr(expr, "_plan_id", None)
+        if render is not None and plan_id is not None and "`" not in name and "." not in name:
+            return render(int(plan_id), name)  # df["col"]: tied to df's plan
         return name if "`" in name else ".".join(_quote_ident(p) for p in name.split("."))
     if kind == "LiteralExpression":
         return _literal_sql(_connect_literal(expr._value, expr._dataType))

@@ -30,7 +30,8 @@ def analyzed_plan_text(df: DataFrame) -> str:
     if type(df).__module__.startswith("pyspark.sql.connect"):
         text = df._explain_string(extended=True)  # type: ignore[attr-defined,operator]
         text = text.split("== Analyzed Logical Plan ==", 1)[-1]
-        return text.split("== Optimized Logical Plan ==", 1)[0]
+        text = text.split("== Optimized Logical Plan ==", 1)[0].strip("\n")
+        return text.split("\n", 1)[1] if "\n" in text else ""  # the first line is the output schema
     return str(df._jdf.queryExecution().analyzed().toString())  # type: ignore[attr-defined]
 
 
