@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-small soak clean
+.PHONY: demo test test-delta-ports test-fast lint bench bench-small soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,7 +15,11 @@ demo: $(STAMP)
 	$(BIN)/python -m deltamerge.demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile tests
+
+# Every item of the Delta suite ports (make test runs a fixed third of them; see tests/conftest.py).
+test-delta-ports: $(STAMP)
+	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit

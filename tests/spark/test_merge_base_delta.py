@@ -33,6 +33,7 @@ import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 import deltamerge
+from delta_clauses import delete, insert, update  # tests/ is on sys.path
 
 pytestmark = pytest.mark.spark
 
@@ -42,26 +43,6 @@ CROSS_JOINS = "spark.sql.crossJoin.enabled"
 STRUCTS_BY_NAME = "spark.databricks.delta.resolveMergeUpdateStructsByName.enabled"
 
 MULTIPLE_MATCHES = "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
-
-
-# --- clause helpers (Delta's MergeHelpers) ---------------------------------------------------------
-
-
-def _when(kind: str, condition: str | None, action: str) -> str:
-    cond = f" AND {condition}" if condition is not None else ""
-    return f"WHEN {kind}{cond} THEN {action}"
-
-
-def update(set_: str, condition: str | None = None) -> str:
-    return _when("MATCHED", condition, f"UPDATE SET {set_}")
-
-
-def delete(condition: str | None = None) -> str:
-    return _when("MATCHED", condition, "DELETE")
-
-
-def insert(values: str, condition: str | None = None) -> str:
-    return _when("NOT MATCHED", condition, f"INSERT {values}")
 
 
 # --- schemas ----------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 )
 
 import deltamerge
+from delta_clauses import delete, insert, update  # tests/ is on sys.path
 from deltamerge import DeltaTable
 
 pytestmark = pytest.mark.spark
@@ -44,26 +45,6 @@ DROP_NULL_COLUMNS = "spark.databricks.delta.createDataFrame.dropNullColumns"
 
 CDF_ONLY = {"delta.enableChangeDataFeed": "true"}
 CDF_AND_DVS = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
-
-
-# --- clause helpers (Delta's MergeHelpers: update / delete / insert render one WHEN clause) ----------
-
-
-def _when(kind: str, condition: str | None, action: str) -> str:
-    cond = f" AND {condition}" if condition is not None else ""
-    return f"WHEN {kind}{cond} THEN {action}"
-
-
-def update(set_: str, condition: str | None = None) -> str:
-    return _when("MATCHED", condition, f"UPDATE SET {set_}")
-
-
-def delete(condition: str | None = None) -> str:
-    return _when("MATCHED", condition, "DELETE")
-
-
-def insert(values: str, condition: str | None = None) -> str:
-    return _when("NOT MATCHED", condition, f"INSERT {values}")
 
 
 # --- schemas (Scala ``toDF`` of tuples: Int columns are NOT NULL, String / Integer / tuples nullable) --

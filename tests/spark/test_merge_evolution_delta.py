@@ -48,6 +48,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import deltamerge
+from delta_clauses import delete, insert, update  # tests/ is on sys.path
+from delta_clauses import when as _when
 from deltamerge import DeltaTable
 
 pytestmark = pytest.mark.spark
@@ -71,23 +73,6 @@ def sql_df(*exprs: str) -> Data:
 
 
 # --- clauses (Delta's MergeHelpers) -------------------------------------------------------------------
-
-
-def _when(kind: str, condition: str | None, action: str) -> str:
-    cond = f" AND {condition}" if condition is not None else ""
-    return f"WHEN {kind}{cond} THEN {action}"
-
-
-def update(set_: str, condition: str | None = None) -> str:
-    return _when("MATCHED", condition, f"UPDATE SET {set_}")
-
-
-def delete(condition: str | None = None) -> str:
-    return _when("MATCHED", condition, "DELETE")
-
-
-def insert(values: str, condition: str | None = None) -> str:
-    return _when("NOT MATCHED", condition, f"INSERT {values}")
 
 
 def update_nmbs(set_: str, condition: str | None = None) -> str:

@@ -137,8 +137,8 @@ def test_create_if_not_exists_replace_and_errors(spark, tmp_path):
     DeltaTable.createOrReplace(spark).location(new).addColumn("c", "int").execute()
     assert _last(spark, new)["operation"] == "CREATE OR REPLACE TABLE"
     # as Delta: a plain create may have no columns; a replacement must bring a schema
-    DeltaTable.create(spark).location(str(tmp_path / "x")).execute()
-    assert snapshot_for(str(tmp_path / "x")).metadata.schema["fields"] == []
+    DeltaTable.create(spark).location(str(tmp_path / "no_columns")).execute()
+    assert snapshot_for(str(tmp_path / "no_columns")).metadata.schema["fields"] == []
     with pytest.raises(DeltaMergeError, match="DELTA_SCHEMA_NOT_PROVIDED"):
         DeltaTable.createOrReplace(spark).location(str(tmp_path / "y")).execute()
     with pytest.raises(DeltaMergeError, match="Table name or location has to be specified"):
