@@ -161,18 +161,6 @@ def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str
     return path, alias or table.name, name
 
 
-def _enclosing_table(path: str) -> str | None:
-    """The root of the Delta table a (non-table) directory lies inside, if any."""
-    import os
-
-    d = os.path.dirname(os.path.abspath(path))
-    while d and d != os.path.dirname(d):
-        if DeltaLog.for_table(d).exists():
-            return d
-        d = os.path.dirname(d)
-    return None
-
-
 def _refresh_names(spark: SparkSession, statement: exp.Expression) -> None:
     for t in statement.find_all(exp.Table):
         if catalog.path_for_name(t.name) is not None:
@@ -219,7 +207,7 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
     _check_sql_grammar(clauses)
     path, target_alias, _name = _target(spark, statement.this)
     if not DeltaLog.for_table(path).exists():
-        root = _enclosing_table(path)
+        root = views.enclosing_table_root(path)
         if root is not None:  # delta.`<table>/p=1`: reading it would be a partial scan, as in Delta
             raise AnalysisError(
                 f"Expect a full scan of Delta sources, but found a partial scan. path:{root}. "

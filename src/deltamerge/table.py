@@ -27,7 +27,6 @@ from deltamerge.io import _abs, read_snapshot, snapshot_for
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import (
     DeltaMergeBuilder,
-    attribute_ids,
     attribute_renderer,
     dataframe_alias,
     validate_merge_args,
@@ -91,15 +90,15 @@ class DeltaTable:
         *,
         alias: str | None = None,
         name: str | None = None,
-        _handed_out: set[int] | None = None,
+        _handed_out: list[DataFrame] | None = None,
     ):
         self._spark = spark
         self._path = _abs(path)
         self._alias = alias
         self._name = name
-        # attribute ids of the DataFrames toDF() gave out: a Column df["x"] of one of them names
-        # the target in a MERGE built from this table (shared with aliased copies)
-        self._handed_out: set[int] = _handed_out if _handed_out is not None else set()
+        # the DataFrames toDF() gave out: a Column df["x"] of one of them names the target in a
+        # MERGE built from this table (shared with aliased copies)
+        self._handed_out: list[DataFrame] = _handed_out if _handed_out is not None else []
 
     # --- construction ------------------------------------------------------------------------------
 
@@ -155,8 +154,10 @@ class DeltaTable:
     def toDF(self) -> DataFrame:
         """The latest rows of the table."""
         df = read_snapshot(self._spark, snapshot_for(self._path))
-        self._handed_out.update(attribute_ids(df))
-        return df.alias(self._alias) if self._alias else df
+        df = df.alias(self._alias) if self._alias else df
+        self._handed_out.append(df)
+        del self._handed_out[:-64]  # a long-lived table object keeps only its recent DataFrames
+        return df
 
     def version(self) -> int:
         """The latest committed version."""

@@ -57,14 +57,25 @@ def _passes_through(args: str) -> bool:
     return True
 
 
-def _table_root_of_file(uri: str) -> str | None:
-    path = unquote(urlparse(uri).path) if uri.startswith("file:") else uri
-    d = os.path.dirname(path)
+def enclosing_table_root(path: str) -> str | None:
+    """The root of the Delta table that ``path`` (a file or a directory, local path or ``file:``
+    URI) lies strictly inside, if any."""
+    local = unquote(urlparse(path).path) if path.startswith("file:") else os.path.abspath(path)
+    d = os.path.dirname(local)
     while d and d != os.path.dirname(d):
         if os.path.isdir(os.path.join(d, "_delta_log")):
             return d
         d = os.path.dirname(d)
     return None
+
+
+def _registered_view(node: str, args: str, name: str) -> str | None:
+    """The registered name a plan line ``View (`inner`, ...)`` shows, other than ``name`` itself."""
+    m = _VIEW_NAME.match(args) if node == "View" else None
+    inner = m.group(1) if m else None
+    if inner is None or inner.lower() == name.lower() or catalog.path_for_name(inner) is None:
+        return None
+    return inner
 
 
 def _plan_nodes(df: DataFrame) -> list[tuple[str, str]]:
@@ -97,24 +108,19 @@ def view_target_path(spark: SparkSession, name: str, *, check_columns: bool = Tr
     full_scan = True
     for node, args in nodes:
         if node in _WRAPPERS or (node == "Project" and _passes_through(args)):
-            if node == "View":
-                m = _VIEW_NAME.match(args)
-                inner = m.group(1) if m else None
-                if inner is not None and inner.lower() != name.lower():
-                    path = catalog.path_for_name(inner)
-                    if path is not None:
-                        break  # a registered name's view is a full scan by construction
+            inner = _registered_view(node, args, name)
+            if inner is not None:
+                path = catalog.path_for_name(inner)
+                break  # a registered name's view is a full scan by construction
             continue
         # the first other node must be deltamerge's own scan (its helper columns are named __dm_*)
         full_scan = node in _SCAN_LEAVES or "__dm_" in args
         break
-    if path is None:
-        roots = {_table_root_of_file(f) for f in df.inputFiles()}
-        if len(roots) != 1 or None in roots:
+    if path is None:  # a view over deltamerge.read(...): its files lie under the table root
+        roots = {enclosing_table_root(f) for f in df.inputFiles()}
+        path = roots.pop() if len(roots) == 1 else None
+        if path is None:
             return None
-        path = roots.pop()
-    if path is None:
-        return None
     if check_columns:  # as in Delta, an extra column is reported before a partial scan
         _check_columns(name, df, path)
     if not full_scan:
@@ -160,9 +166,8 @@ def refresh_after_write(spark: SparkSession, name: str, path: str) -> None:
     use; any other view is made again over the table's newest snapshot.
     """
     for node, args in _plan_nodes(spark.table(name)):
-        m = _VIEW_NAME.match(args) if node == "View" else None
-        inner = m.group(1) if m else None
-        if inner is not None and inner.lower() != name.lower() and catalog.path_for_name(inner):
+        inner = _registered_view(node, args, name)
+        if inner is not None:
             spark.sql(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS SELECT * FROM {_quote(inner)}")
             return
     from deltamerge.io import read

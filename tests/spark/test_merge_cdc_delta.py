@@ -21,6 +21,8 @@ predicate-pushdown on/off variants (a Delta-internal optimizer switch with no de
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -533,6 +535,10 @@ def test_merge_cdc(spark, tmp_path, spark_conf, sc: Scenario, props: dict[str, s
 
     after = _version(path)
     assert after - before in (0, 1), "a MERGE is one commit (none when it changes nothing)"
+    if not sc.cdf and after > before:  # a change feed with no rows is no change-data file
+        with open(os.path.join(path, "_delta_log", f"{after:020d}.json")) as log:
+            actions = [json.loads(line) for line in log if line.strip()]
+        assert not any("cdc" in a for a in actions), "an empty _change_data file was committed"
     if after == before:
         changes: list[Any] = []
     else:

@@ -27,8 +27,10 @@ def cleanup(spark):
     names: list[str] = []
     yield names
     for n in names:
-        spark.catalog.dropTempView(n)
-        deltamerge.unregister_table(spark, n) if deltamerge.catalog.path_for_name(n) else None
+        if deltamerge.catalog.path_for_name(n):
+            deltamerge.unregister_table(spark, n)
+        else:
+            spark.catalog.dropTempView(n)
 
 
 def _make_view(spark, text: str, sql_view: bool, name: str = "v") -> None:

@@ -7,7 +7,7 @@ clauses into a ``MergeSpec`` and runs the command.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -200,7 +200,6 @@ def _last_part(name: str) -> str:
     parts = re.findall(r"`(?:[^`]|``)+`|[^.`]+", name)
     last = parts[-1] if parts else name
     return last[1:-1].replace("``", "`") if last.startswith("`") else last
-    return None
 
 
 def attribute_ids(df: DataFrame) -> set[int]:
@@ -235,16 +234,20 @@ def _plan_ids(plan: Any) -> set[int]:
     return ids
 
 
-def attribute_renderer(target_ids: set[int], source: DataFrame) -> Callable[[int, str], str] | None:
+def attribute_renderer(targets: Sequence[DataFrame], source: DataFrame) -> Callable[[int, str], str]:
     """How a pre-resolved Column ``df["col"]`` reads in a MERGE (Delta resolves it by attribute id):
     an attribute of the target (a DataFrame of ``DeltaTable.toDF()``) or of the source names that
     side; one of both stays unqualified, so it resolves where one side is in scope and is ambiguous
-    where both are (as in Delta's self-merges); one of neither is an error."""
-    source_ids = attribute_ids(source)
+    where both are (as in Delta's self-merges); one of neither is an error. ``targets`` are the
+    DataFrames ``toDF()`` gave out; ids are looked up only when such a Column shows up."""
+    ids: dict[str, set[int]] = {}
 
     def render(expr_id: int, name: str) -> str:
+        if not ids:
+            ids["target"] = set().union(*(attribute_ids(t) for t in targets))
+            ids["source"] = attribute_ids(source)
         quoted = "`" + name.replace("`", "``") + "`"
-        in_target, in_source = expr_id in target_ids, expr_id in source_ids
+        in_target, in_source = expr_id in ids["target"], expr_id in ids["source"]
         if in_target and in_source:
             return quoted
         if in_target or in_source:

@@ -145,6 +145,20 @@ def _footer(path: str) -> pq.FileMetaData:
     return pq.read_metadata(path)
 
 
+def _non_empty(table_root: str, written: Sequence[WrittenFile]) -> list[tuple[WrittenFile, pq.FileMetaData]]:
+    """The written files with rows, with their footers; files with no rows are deleted."""
+    paths = [os.path.join(table_root, w.relative_path) for w in written]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        footers = list(pool.map(_footer, paths))
+    kept = []
+    for w, md, abs_path in zip(written, footers, paths, strict=True):
+        if md.num_rows == 0:
+            os.remove(abs_path)
+        else:
+            kept.append((w, md))
+    return kept
+
+
 def to_add_files(
     table_root: str,
     written: Sequence[WrittenFile],
@@ -159,14 +173,8 @@ def to_add_files(
     """AddFiles with statistics read from the footers; files with no rows are deleted, not added."""
     from deltamerge.stats import stats_from_parquet_metadata
 
-    paths = [os.path.join(table_root, w.relative_path) for w in written]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        footers = list(pool.map(_footer, paths))
     adds: list[AddFile] = []
-    for w, md, abs_path in zip(written, footers, paths, strict=True):
-        if md.num_rows == 0:
-            os.remove(abs_path)
-            continue
+    for w, md in _non_empty(table_root, written):
         stats = stats_from_parquet_metadata(
             md, schema_json, partition_columns, configuration, tight_bounds=tight_bounds, session_tz=tz
         )
@@ -185,18 +193,11 @@ def to_add_files(
 
 def to_cdc_files(table_root: str, written: Sequence[WrittenFile]) -> list[AddCDCFile]:
     """AddCDCFiles for change-data files (no stats; always ``dataChange=false``); files with no rows
-    are deleted, not added (a MERGE that changed nothing then commits nothing, as Delta's)."""
-    paths = [os.path.join(table_root, w.relative_path) for w in written]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        footers = list(pool.map(_footer, paths))
-    out = []
-    for w, md, abs_path in zip(written, footers, paths, strict=True):
-        if md.num_rows == 0:
-            os.remove(abs_path)
-            continue
-        path = encode_add_path(w.relative_path)
-        out.append(AddCDCFile(path=path, partition_values=w.partition_values, size=w.size))
-    return out
+    are deleted, not added (a DV MERGE that changed no row recorded an empty one)."""
+    return [
+        AddCDCFile(path=encode_add_path(w.relative_path), partition_values=w.partition_values, size=w.size)
+        for w, _md in _non_empty(table_root, written)
+    ]
 
 
 def now_ms() -> int:
