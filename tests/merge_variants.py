@@ -1,5 +1,6 @@
 """The executions of a MERGE that deltamerge chooses between, each forced by session settings, so
-that tests can run one merge every way and compare: the single pass (merge/single_pass.py), DV
+that tests can run one merge every way and compare: the single pass (merge/single_pass.py; also
+when every candidate file is guessed to be touched), DV
 mode's one job with the matched rows broadcast or shuffled (merge/one_job.py; copy-on-write takes
 the two jobs there), the two-job broadcast variant (merge/broadcast.py) and the Delta-shaped path
 (merge/classic.py)."""
@@ -8,9 +9,13 @@ BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
 SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
 ONE_JOB = "spark.deltamerge.merge.deletionVectors.oneJob"
 MATCHED_MAX = "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes"
+EXPECTED = "spark.deltamerge.merge.singlePassExpectedMatches"
 
 VARIANTS: dict[str, dict[str, str]] = {
     "single-pass": {},
+    # Copy-on-write's single pass beyond its row limit whenever a candidate may match at all (a
+    # guess that is often wrong on small data: the discarded write and the two jobs then run).
+    "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9"},
     "one-job": {SINGLE_PASS: "0"},
     "one-job-shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0"},
     "two-job": {SINGLE_PASS: "0", ONE_JOB: "false"},

@@ -136,6 +136,10 @@ class SessionConf:
     # deltamerge's own: largest number of live rows in the candidate files for which the broadcast
     # variant runs as one Spark job (merge/single_pass.py); 0 turns the single pass off.
     SINGLE_PASS_MAX_ROWS = Setting("spark.deltamerge.merge.singlePassMaxRows", 250_000, int)
+    # deltamerge's own: copy-on-write runs the single pass beyond singlePassMaxRows when the source-key
+    # summary expects every candidate file to match at least this many source keys (it is then
+    # almost surely touched, and finding that out in a job of its own costs more); 0 turns it off.
+    SINGLE_PASS_EXPECTED_MATCHES = Setting("spark.deltamerge.merge.singlePassExpectedMatches", 32.0, float)
     # deltamerge's own: DV mode's broadcast variant as one Spark job beyond the single pass's
     # limit (merge/one_job.py); false runs the two jobs of merge/broadcast.py.
     DV_ONE_JOB = Setting("spark.deltamerge.merge.deletionVectors.oneJob", True, parse_bool)

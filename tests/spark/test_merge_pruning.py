@@ -831,3 +831,86 @@ def test_replacing_every_row_removes_whole_files(spark, tmp_path, monkeypatch, d
     assert res == (live + 1, 2 + kept, 1 + live - 3 - kept, 1)
     assert metrics["numTargetFilesRemoved"] == "4" and metrics["numTargetRowsCopied"] == "0"
     assert len(rows) == sum(1 for r in rows if r[1] == -1) + 3  # the updated rows, 5, 305 and 999
+
+
+def test_expected_matches_per_candidate(spark, tmp_path):
+    """The summary's guess of the fewest source keys a kept file matches: the source keys in the
+    file's key range times the share of that range its rows fill."""
+    from deltamerge.merge.context import renamed_source
+    from deltamerge.merge.pruning import summarize_source_keys
+
+    path = str(tmp_path / "t")
+    _table(spark, path, n=1000, files=10, dv=True)  # ids 0..999, 100 per file
+    every_other = spark.createDataFrame([(i, 1, None) for i in range(0, 1000, 2)], "id long, v int, d date")
+    rm, snap = _resolved(spark, path, every_other, "t.id = s.id")
+    s = summarize_source_keys(rm, renamed_source(every_other), snap.files, prune=True, check_unique=False)
+    assert len(s.files) == 10 and s.min_expected_matches == pytest.approx(50, rel=0.05)
+    # Half of each file's ids deleted (by deletion vectors: the files and their ranges stay): a
+    # key in range is there half the time.
+    DeltaTable.forPath(spark, path).delete("id % 4 = 1 OR id % 4 = 3")
+    rm, snap = _resolved(spark, path, every_other, "t.id = s.id")
+    s = summarize_source_keys(rm, renamed_source(every_other), snap.files, prune=True, check_unique=False)
+    assert s.min_expected_matches == pytest.approx(25, rel=0.1)
+    # One file's range only.
+    few = spark.createDataFrame([(i, 1, None) for i in range(300, 340)], "id long, v int, d date")
+    s = summarize_source_keys(rm, renamed_source(few), snap.files, prune=True, check_unique=False)
+    assert len(s.files) == 1 and s.min_expected_matches == pytest.approx(20, rel=0.1)
+    # No statistics to guess from: unknown.
+    s = summarize_source_keys(rm, renamed_source(few), snap.files, prune=False, check_unique=True)
+    assert s.min_expected_matches is None
+
+
+def _history_metrics(spark, path):
+    metrics = dict(DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"])
+    return {k: v for k, v in metrics.items() if not k.endswith("TimeMs") and k != "numTargetBytesAdded"}
+
+
+def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeypatch):
+    """Copy-on-write candidates beyond ``singlePassMaxRows`` that each expect many matches are
+    written in the single pass (no job 1) by a merge without NOT MATCHED clauses. Same table,
+    counters and history metrics as the two jobs. With a NOT MATCHED clause the two jobs run."""
+    outcomes = _spy_broadcast(monkeypatch)
+    src = spark.createDataFrame(
+        [(i, 100 + i % 5, None) for i in [*range(0, 400, 3), 1000, 1001]], "id long, v int, d date"
+    )
+    guess = {merge_variants.SINGLE_PASS: "1", merge_variants.EXPECTED: "20"}
+    updates = [("whenMatchedUpdate", "s.v > 101", {"v": "s.v"}), ("whenMatchedDelete",)]
+    results = []
+    for variant, conf in (("guess", guess), ("two-job", VARIANTS["two-job"])):
+        path = str(tmp_path / variant)
+        _table(spark, path, n=400, files=4)  # ~33 of each file's 100 ids in the source
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, src, "t.id = s.id", updates)
+        assert outcomes == (["single"] if variant == "guess" else ["matched", "written"])
+        results.append((res, _rows(spark, path), _history_metrics(spark, path)))
+        live = {os.path.basename(f.path) for f in DeltaLog.for_table(path).update().files}
+        assert set(_data_files(path)) - live <= {os.path.basename(p) for p in _removed(path)}
+    assert results[0] == results[1]
+    assert results[0][0] == (134, 80, 54, 0)
+    assert results[0][2]["numTargetFilesRemoved"] == "4"
+    path = str(tmp_path / "upsert")
+    _table(spark, path, n=400, files=4)
+    outcomes.clear()
+    with _settings(spark, guess):
+        assert _run(spark, path, src, "t.id = s.id", UPSERT) == (136, 134, 0, 2)
+    assert outcomes == ["matched", "written"]
+
+
+def test_guessed_single_pass_wrong_guess_retries(spark, tmp_path, monkeypatch):
+    """Keys that fall in every file's range but exist in one file only: the guess is wrong, the
+    single pass's output is deleted and the two jobs rewrite the one touched file."""
+    outcomes = _spy_broadcast(monkeypatch)
+    path = str(tmp_path / "t")
+    _table(spark, path, n=400, files=4)
+    DeltaTable.forPath(spark, path).delete("id >= 100 AND id % 2 = 1")
+    # Odd ids: in range of every file, present only in the first (ids 0..99).
+    src = spark.createDataFrame([(i, 7, None) for i in range(1, 400, 2)], "id long, v int, d date")
+    with _settings(spark, {merge_variants.SINGLE_PASS: "1", merge_variants.EXPECTED: "10"}):
+        res = _run(spark, path, src, "t.id = s.id", [("whenMatchedUpdateAll",)])
+    assert outcomes == ["retry", "matched", "written"]
+    assert res == (50, 50, 0, 0)
+    assert _history_metrics(spark, path)["numTargetFilesRemoved"] == "1"
+    assert len(_rows(spark, path)) == 250
+    live = {os.path.basename(f.path) for f in DeltaLog.for_table(path).update().files}
+    assert set(_data_files(path)) - live <= {os.path.basename(p) for p in _removed(path)}

@@ -294,6 +294,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
             ctx.rm, ctx.source, candidates, prune=prune, check_unique=matching and not later, count_rows=later
         )
         ctx.source_rows = summary.rows
+        ctx.min_expected_matches = summary.min_expected_matches
         ctx.source_unique = None if later else summary.unique
         if later and not broadcast.fits(ctx):
             # Too large to broadcast after all: the Delta-shaped path wants the answer up front.

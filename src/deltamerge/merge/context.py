@@ -41,6 +41,8 @@ class MergeContext:
     # the broadcast variant's job 1 checks the matches (merge/broadcast.py).
     source_unique: bool | None = False
     source_rows: int | None = None  # counted by the source-key summary, when it ran
+    # The fewest source keys a candidate file is expected to match (merge/pruning.py), when known.
+    min_expected_matches: float | None = None
     written_paths: list[str] = field(default_factory=list)
     # The last target scan, reused when job 2 reads the same files as job 1 (building a scan
     # resolves every file's status on the driver).

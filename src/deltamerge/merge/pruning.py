@@ -168,6 +168,9 @@ class SourceKeySummary:
     unique: bool  # no two source rows can match the same target row
     note: str | None = None  # how the candidates were pruned (None: not pruned)
     rows: int | None = None  # source rows, when the aggregation ran
+    # The fewest source keys any kept file is expected to match (``_expected_matches``); None when
+    # some file's bounds or row count are unknown.
+    min_expected_matches: float | None = None
 
 
 def summarize_source_keys(
@@ -267,6 +270,45 @@ def summarize_source_keys(
         i = bisect.bisect_right(starts, r.hi) - 1
         return i >= 0 and ends[i] >= r.lo
 
-    kept = tuple(r.file for r in ranges if may_match(r))
+    kept_ranges = [r for r in ranges if may_match(r)]
+    kept = tuple(r.file for r in kept_ranges)
     note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
-    return SourceKeySummary(kept, unique, note, rows=total)
+    buckets = sorted(
+        (int(r["lo"]), int(r["hi"]), int(r["rows"] or 0)) for r in rows if r["b"] >= 0 and r["lo"] is not None
+    )
+    expected = _expected_matches(kept_ranges, buckets)
+    return SourceKeySummary(kept, unique, note, rows=total, min_expected_matches=expected)
+
+
+def _expected_matches(files: Sequence[_FileRange], buckets: list[tuple[int, int, int]]) -> float | None:
+    """The fewest matches any of ``files`` is expected to get: the source keys inside its
+    ``[min, max]`` (each bucket's rows spread evenly over the bucket's own ``[min, max]``) times
+    the share of that range the file's rows fill (``numRecords / (max - min + 1)``, at most 1).
+
+    An estimate, not a bound: it assumes the source's keys fall on the file's keys as often as
+    the file's density says (true of dense keys, such as sequence ids, and of random keys). It
+    only chooses an execution that is cheaper when every candidate is touched; a wrong guess costs
+    time, never correctness (``merge/single_pass.py`` checks, and falls back)."""
+    if not files:
+        return None
+    starts = [lo for lo, _, _ in buckets]
+    fewest: float | None = None
+    for r in files:
+        n = r.file.num_records
+        if r.lo is None or r.hi is None or n is None:
+            return None
+        span = r.hi - r.lo + 1
+        if span <= 0:
+            return 0.0
+        keys = 0.0
+        i = max(0, bisect.bisect_right(starts, r.lo) - 1)
+        while i < len(buckets) and buckets[i][0] <= r.hi:
+            lo, hi, count = buckets[i]
+            overlap = min(hi, r.hi) - max(lo, r.lo) + 1
+            if overlap > 0:
+                keys += count * overlap / (hi - lo + 1)
+            i += 1
+        live = n - (r.file.deletion_vector.cardinality if r.file.deletion_vector is not None else 0)
+        estimate = keys * min(1.0, live / span)
+        fewest = estimate if fewest is None else min(fewest, estimate)
+    return fewest
