@@ -370,3 +370,22 @@ def test_clock_read_once_and_temp_view_target(connect_spark, path):
     finally:
         spark.catalog.dropTempView("connect_view_target")
         spark.catalog.dropTempView("connect_clock_source")
+
+
+def test_delta_source_summarised_from_statistics(connect_spark, tmp_path, monkeypatch):
+    """A source that plainly reads a Delta table needs no source-key job on Connect either."""
+    from deltamerge.merge import pruning
+
+    calls: list[int] = []
+    real = pruning.summarize_source_keys
+    monkeypatch.setattr(pruning, "summarize_source_keys", lambda *a, **k: calls.append(1) or real(*a, **k))
+    target, src = str(tmp_path / "t"), str(tmp_path / "s")
+    deltamerge.write(connect_spark.range(0, 400, 1, 4).selectExpr("id", "CAST(id AS INT) AS v"), target)
+    deltamerge.write(connect_spark.createDataFrame([(5, -1), (1000, -2)], "id long, v int"), src)
+    res = (
+        DeltaTable.forPath(connect_spark, target).alias("t")
+        .merge(deltamerge.read(connect_spark, src).alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().collect()[0]
+    )  # fmt: skip
+    assert tuple(res) == (2, 1, 0, 1) and not calls
+    assert _rows(deltamerge.read(connect_spark, target).where("v < 0")) == [(5, -1), (1000, -2)]

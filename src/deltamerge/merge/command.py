@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -32,6 +32,7 @@ from deltamerge.merge.clauses import ClauseKind, MergeSpec, check_grammar
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
+from deltamerge.merge.pruning import SourceKeySummary
 from deltamerge.predicates import to_sql
 from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, quick_replies, setting
 from deltamerge.spark.types import schema_string
@@ -290,9 +291,14 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     if not prune and not matching:
         return candidates
     with job_phase(ctx.spark, "MERGE operation - summarizing source keys"):
-        summary = summarize_source_keys(
-            ctx.rm, ctx.source, candidates, prune=prune, check_unique=matching and not later, count_rows=later
-        )
+        summary = None
+        if prune and (later or not matching):  # no uniqueness check needed up front
+            summary = _summary_from_source_statistics(ctx, candidates)
+        if summary is None:
+            check = matching and not later
+            summary = summarize_source_keys(
+                ctx.rm, ctx.source, candidates, prune=prune, check_unique=check, count_rows=later
+            )
         ctx.source_rows = summary.rows
         ctx.min_expected_matches = summary.min_expected_matches
         ctx.source_unique = None if later else summary.unique
@@ -301,6 +307,29 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
             checked = summarize_source_keys(ctx.rm, ctx.source, summary.files, prune=False, check_unique=True)
             ctx.source_unique = checked.unique
     return summary.files
+
+
+def _summary_from_source_statistics(
+    ctx: MergeContext, candidates: Sequence[AddFile]
+) -> SourceKeySummary | None:
+    """The source-key summary from the statistics of a source that plainly reads Delta files
+    (``merge/source_stats.py``), or None (the Spark job then runs)."""
+    from deltamerge.merge import source_stats
+    from deltamerge.merge.pruning import prune_key_of, summarize_from_statistics
+
+    if not setting(ctx.spark, SessionConf.SOURCE_STATISTICS):
+        return None
+    key = prune_key_of(ctx.rm, candidates)
+    if key is None:
+        return None
+    try:
+        found = source_stats.key_column(ctx.source, key.source_index)
+        files = source_stats.live_files(found[1]) if found is not None else None
+    except Exception:
+        return None
+    if found is None or files is None:
+        return None
+    return summarize_from_statistics(ctx.rm, key, files, found[0], candidates)
 
 
 def _discard(table_root: str, relative_paths: list[str]) -> None:

@@ -142,6 +142,8 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
 
 
 _LONG_MAX = (1 << 63) - 1
+#: A source file's keys are dense when its key range is at most this many values per row.
+_DENSE = 4
 
 
 def _bucket_grid(lo: int, hi: int) -> tuple[int, int, int]:
@@ -252,12 +254,29 @@ def summarize_source_keys(
     unique = bool(all_keys) and all(int(r["n"] or 0) <= 1 for r in rows)
     total = sum(int(r["rows"] or 0) for r in rows)
     has_null = any(r["b"] == -1 for r in rows)
-    spans = sorted((int(r["lo"]), int(r["hi"])) for r in rows if r["b"] >= 0 and r["lo"] is not None)
-    starts = [lo for lo, _ in spans]
-    ends: list[int] = []  # running maximum of span ends (spans do not overlap, but stay safe)
-    for _, e in spans:
+    buckets = [
+        (int(r["lo"]), int(r["hi"]), int(r["rows"] or 0)) for r in rows if r["b"] >= 0 and r["lo"] is not None
+    ]
+    return _pruned(candidates, ranges, field.name, prune_key.null_safe, buckets, has_null, unique, total)
+
+
+def _pruned(
+    candidates: Sequence[AddFile],
+    ranges: list[_FileRange],
+    name: str,
+    null_safe: bool,
+    buckets: list[tuple[int, int, int]],
+    has_null: bool,
+    unique: bool,
+    total: int,
+) -> SourceKeySummary:
+    """The summary from the source keys' ``(min, max, rows)`` groups (any overlap allowed) and
+    whether some source key is NULL."""
+    buckets = sorted(buckets)
+    starts = [lo for lo, _, _ in buckets]
+    ends: list[int] = []  # running maximum of group ends (groups may overlap)
+    for _, e, _ in buckets:
         ends.append(max(e, ends[-1]) if ends else e)
-    null_safe = prune_key.null_safe
 
     def may_match(r: _FileRange) -> bool:
         if r.lo is None or r.hi is None:
@@ -266,16 +285,13 @@ def summarize_source_keys(
             return True
         if r.lo > r.hi:
             return False
-        # The spans starting at or before the file's max: one must end at or after its min.
+        # The groups starting at or before the file's max: one must end at or after its min.
         i = bisect.bisect_right(starts, r.hi) - 1
         return i >= 0 and ends[i] >= r.lo
 
     kept_ranges = [r for r in ranges if may_match(r)]
     kept = tuple(r.file for r in kept_ranges)
-    note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
-    buckets = sorted(
-        (int(r["lo"]), int(r["hi"]), int(r["rows"] or 0)) for r in rows if r["b"] >= 0 and r["lo"] is not None
-    )
+    note = f"{name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
     expected = _expected_matches(kept_ranges, buckets)
     return SourceKeySummary(kept, unique, note, rows=total, min_expected_matches=expected)
 
@@ -312,3 +328,56 @@ def _expected_matches(files: Sequence[_FileRange], buckets: list[tuple[int, int,
         estimate = keys * min(1.0, live / span)
         fewest = estimate if fewest is None else min(fewest, estimate)
     return fewest
+
+
+def prune_key_of(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> EquiKey | None:
+    """The equi-join key pruning uses (the first one with exact statistics), when some candidate
+    has bounds for it."""
+    bounded = equi_keys(rm)
+    if len(candidates) < MIN_FILES or not bounded:
+        return None
+    field = rm.target_schema.fields[bounded[0].target_index]
+    ranges = _file_ranges(candidates, field.name, field.dataType)
+    return bounded[0] if any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges) else None
+
+
+def summarize_from_statistics(
+    rm: ResolvedMerge,
+    key: EquiKey,
+    source_files: Sequence[AddFile],
+    column: str,
+    candidates: Sequence[AddFile],
+) -> SourceKeySummary | None:
+    """``summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a source
+    that reads every row of ``source_files`` (Delta files with statistics) unchanged: each file's
+    ``[min, max]`` of the key ``column`` and its row count stand in for the aggregation's groups.
+    Uniqueness is not known (``unique`` False).
+
+    None when a file lacks the statistics, or when its keys are sparse in their range (more than
+    ``_DENSE`` values of range per row): a file of updated keys plus new keys past the table's end
+    spans every file in between, where the job's 1024 groups would keep only the touched ones."""
+    field = rm.target_schema.fields[key.target_index]
+    groups: list[tuple[int, int, int]] = []
+    has_null = False
+    total = 0
+    for f in source_files:
+        st = parse_stats(f.stats)
+        n = None if st is None else st.num_records
+        if st is None or n is None:
+            return None
+        total += n
+        nulls = st.lookup("null", (column,))
+        if not isinstance(nulls, int) or isinstance(nulls, bool):
+            return None
+        has_null = has_null or nulls > 0
+        lo = _as_number(st.lookup("min", (column,)), field.dataType)
+        hi = _as_number(st.lookup("max", (column,)), field.dataType)
+        if lo is None or hi is None:
+            if nulls >= n:
+                continue  # only NULL keys
+            return None
+        if hi - lo + 1 > _DENSE * (n - nulls):
+            return None  # sparse keys: the job's finer groups would prune files this range keeps
+        groups.append((lo, hi, n - nulls))
+    ranges = _file_ranges(candidates, field.name, field.dataType)
+    return _pruned(candidates, ranges, field.name, key.null_safe, groups, has_null, False, total)
