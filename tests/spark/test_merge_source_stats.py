@@ -184,3 +184,29 @@ def test_registered_name_source(spark, tmp_path, monkeypatch):
     deltamerge.read(spark, src).createOrReplaceTempView("dm_stats_src")
     used, (res, _, _) = _both(spark, tmp_path, monkeypatch, lambda: spark.table("dm_stats_src"))
     assert used and res == (40, 20, 0, 20)
+
+
+def test_partitioned_source_and_odd_column_names(spark, tmp_path, monkeypatch):
+    """A partitioned source's partition values are joined in (not a plain read): the job runs. A
+    key column whose name has spaces passes through the plan text like any other."""
+    src = str(tmp_path / "src")
+    df = spark.createDataFrame([(i, 100 + i % 3, i % 2) for i in range(380, 420)], "id long, v int, p int")
+    deltamerge.write(df, src, partition_by="p")
+    used, (res, _, _) = _both(spark, tmp_path, monkeypatch, lambda: deltamerge.read(spark, src).drop("p"))
+    assert not used and res == (40, 20, 0, 20)
+
+    odd = str(tmp_path / "odd")
+    deltamerge.write(
+        spark.createDataFrame([(i, 7) for i in range(380, 420)], "`my id` long, `v` int").repartition(2), odd
+    )
+    calls = _spy(monkeypatch)
+    path = str(tmp_path / "t_odd")
+    _target(spark, path)
+    res = (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(deltamerge.read(spark, odd).alias("s"), "t.id = s.`my id`")
+        .whenMatchedUpdate(set={"v": "s.v"})
+        .whenNotMatchedInsert(values={"id": "s.`my id`", "v": "s.v"})
+        .execute().collect()[0]
+    )  # fmt: skip
+    assert not calls and tuple(res) == (40, 20, 0, 20)
