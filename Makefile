@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(BIN)/python -m deltamerge.demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
 # Every item of the Delta suite ports (make test runs a fixed quarter of them; see tests/conftest.py).
 test-delta-ports: $(STAMP)

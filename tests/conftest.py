@@ -105,9 +105,37 @@ def _delta_port_stride() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else DELTA_PORTS_STRIDE
 
 
+# Files of few but long tests, started first: `make test` runs with `--dist loadfile
+# --no-loadscope-reorder`, so files are handed out in the order below. xdist's default order (most
+# items first) left the generated differential test (one item, ~4 minutes) to the end, where it ran
+# alone on one worker while the other sat idle.
+LONG_FILES_FIRST = (
+    "test_deltamerge_differential.py",
+    "test_reliability_stress.py",
+    "test_connect_subprocess.py",
+    "test_reliability_crash.py",
+)
+
+
+def _schedule_order(items: list[pytest.Item]) -> None:
+    """Long files first, then the others by item count (largest first), each file's items together."""
+    count: dict[str, int] = {}
+    for item in items:
+        count[str(item.path)] = count.get(str(item.path), 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = os.path.basename(str(item.path))
+        if name in LONG_FILES_FIRST:
+            return (LONG_FILES_FIRST.index(name), 0)
+        return (len(LONG_FILES_FIRST), -count[str(item.path)])
+
+    items.sort(key=rank)  # stable: a file's items keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     stride = _delta_port_stride()
     if stride == 1:
+        _schedule_order(items)
         return
     seen: dict[str, int] = {}
     keep, drop = [], []
@@ -122,3 +150,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    _schedule_order(items)
