@@ -17,7 +17,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
-# Every item of the Delta suite ports (make test runs a fixed quarter of them; see tests/conftest.py).
+# Every item of the Delta suite ports (make test runs a fixed fifth of them; see tests/conftest.py).
 test-delta-ports: $(STAMP)
 	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py
 

@@ -95,7 +95,7 @@ for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
 # every DELTA_PORTS_STRIDE-th item of each file (the same items every run; the first of each file
 # included) and `make test-delta-ports` (DELTAMERGE_DELTA_PORTS=all) runs them all.
 
-DELTA_PORTS_STRIDE = 4
+DELTA_PORTS_STRIDE = 5
 
 
 def _delta_port_stride() -> int:

@@ -31,7 +31,7 @@ from strategies import merge_cases
 import oracle
 from merge_variants import VARIANTS
 
-EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "150"))
 ROW_METRICS = (
     "numTargetRowsInserted",
     "numTargetRowsUpdated",
