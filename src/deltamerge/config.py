@@ -139,10 +139,10 @@ class SessionConf:
     # deltamerge's own: copy-on-write runs the single pass beyond singlePassMaxRows when the source-key
     # summary expects every candidate file to match at least this many source keys (it is then
     # almost surely touched, and finding that out in a job of its own costs more); 0 turns it off.
+    SINGLE_PASS_EXPECTED_MATCHES = Setting("spark.deltamerge.merge.singlePassExpectedMatches", 32.0, float)
     # deltamerge's own: a source that plainly reads the files of a Delta table is summarised from
     # their statistics (key ranges, row counts) instead of a Spark job (merge/source_stats.py).
     SOURCE_STATISTICS = Setting("spark.deltamerge.merge.sourceStatistics", True, parse_bool)
-    SINGLE_PASS_EXPECTED_MATCHES = Setting("spark.deltamerge.merge.singlePassExpectedMatches", 32.0, float)
     # deltamerge's own: DV mode's broadcast variant as one Spark job beyond the single pass's
     # limit (merge/one_job.py); false runs the two jobs of merge/broadcast.py.
     DV_ONE_JOB = Setting("spark.deltamerge.merge.deletionVectors.oneJob", True, parse_bool)

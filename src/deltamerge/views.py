@@ -32,7 +32,8 @@ _WRAPPERS = {"SubqueryAlias", "View"}
 _SCAN_LEAVES = {"Relation", "LogicalRDD", "LocalRelation"}
 
 
-def _split_items(text: str) -> list[str]:
+def split_items(text: str) -> list[str]:
+    """The top-level comma-separated items of a plan line's list (brackets nest)."""
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         if ch in "([":
@@ -50,7 +51,7 @@ def _passes_through(args: str) -> bool:
     body = args.strip()
     if not (body.startswith("[") and body.endswith("]")):
         return False
-    for item in _split_items(body[1:-1]):
+    for item in split_items(body[1:-1]):
         m = _PASS.match(item)
         if m is None or (m.group(2) is not None and m.group(2).lower() != m.group(1).lower()):
             return False
@@ -78,7 +79,7 @@ def _registered_view(node: str, args: str, name: str) -> str | None:
     return inner
 
 
-def _plan_nodes(df: DataFrame) -> list[tuple[str, str]]:
+def plan_nodes(df: DataFrame) -> list[tuple[str, str]]:
     """(node name, rest of the line) for each line of the analysed plan, top first."""
     nodes = []
     for line in analyzed_plan_text(df).splitlines():
@@ -103,7 +104,7 @@ def view_target_path(spark: SparkSession, name: str, *, check_columns: bool = Tr
     if catalog.path_for_name(name) is not None or not is_temp_view(spark, name):
         return None
     df = spark.table(name)
-    nodes = _plan_nodes(df)
+    nodes = plan_nodes(df)
     path: str | None = None
     full_scan = True
     for node, args in nodes:
@@ -165,7 +166,7 @@ def refresh_after_write(spark: SparkSession, name: str, path: str) -> None:
     A view over a registered name becomes a SQL view of that name, which Spark re-resolves on every
     use; any other view is made again over the table's newest snapshot.
     """
-    for node, args in _plan_nodes(spark.table(name)):
+    for node, args in plan_nodes(spark.table(name)):
         inner = _registered_view(node, args, name)
         if inner is not None:
             spark.sql(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS SELECT * FROM {_quote(inner)}")

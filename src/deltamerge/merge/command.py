@@ -314,22 +314,14 @@ def _summary_from_source_statistics(
 ) -> SourceKeySummary | None:
     """The source-key summary from the statistics of a source that plainly reads Delta files
     (``merge/source_stats.py``), or None (the Spark job then runs)."""
-    from deltamerge.merge import source_stats
-    from deltamerge.merge.pruning import prune_key_of, summarize_from_statistics
+    from deltamerge.merge.pruning import summarize_from_statistics
 
     if not setting(ctx.spark, SessionConf.SOURCE_STATISTICS):
         return None
-    key = prune_key_of(ctx.rm, candidates)
-    if key is None:
-        return None
     try:
-        found = source_stats.key_column(ctx.source, key.source_index)
-        files = source_stats.live_files(found[1]) if found is not None else None
-    except Exception:
+        return summarize_from_statistics(ctx.rm, ctx.source, candidates)
+    except Exception:  # an unexpected plan text or log: the job answers instead
         return None
-    if found is None or files is None:
-        return None
-    return summarize_from_statistics(ctx.rm, key, files, found[0], candidates)
 
 
 def _discard(table_root: str, relative_paths: list[str]) -> None:

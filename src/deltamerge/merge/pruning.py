@@ -195,16 +195,7 @@ def summarize_source_keys(
     all_keys = equi_keys(rm, bounded_only=False)
     if not check_unique or not all_keys:
         all_keys = []
-    ranges: list[_FileRange] = []
-    prune_key: EquiKey | None = None
-    if prune and len(candidates) >= MIN_FILES:
-        bounded = equi_keys(rm)
-        if bounded:
-            prune_key = bounded[0]
-            field = rm.target_schema.fields[prune_key.target_index]
-            ranges = _file_ranges(candidates, field.name, field.dataType)
-            if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
-                prune_key = None
+    prune_key, ranges = _prune_key(rm, candidates) if prune else (None, [])
     if prune_key is None and not all_keys:
         if not count_rows:
             return SourceKeySummary(tuple(candidates), False)
@@ -313,9 +304,7 @@ def _expected_matches(files: Sequence[_FileRange], buckets: list[tuple[int, int,
         n = r.file.num_records
         if r.lo is None or r.hi is None or n is None:
             return None
-        span = r.hi - r.lo + 1
-        if span <= 0:
-            return 0.0
+        span = r.hi - r.lo + 1  # at least 1: a kept file's range is not empty
         keys = 0.0
         i = max(0, bisect.bisect_right(starts, r.lo) - 1)
         while i < len(buckets) and buckets[i][0] <= r.hi:
@@ -330,32 +319,41 @@ def _expected_matches(files: Sequence[_FileRange], buckets: list[tuple[int, int,
     return fewest
 
 
-def prune_key_of(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> EquiKey | None:
-    """The equi-join key pruning uses (the first one with exact statistics), when some candidate
-    has bounds for it."""
+def _prune_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> tuple[EquiKey | None, list[_FileRange]]:
+    """The equi-join key pruning uses (the first one with exact statistics) and the candidates'
+    ranges of it; no key when there are too few candidates or none has bounds for it."""
     bounded = equi_keys(rm)
     if len(candidates) < MIN_FILES or not bounded:
-        return None
+        return None, []
     field = rm.target_schema.fields[bounded[0].target_index]
     ranges = _file_ranges(candidates, field.name, field.dataType)
-    return bounded[0] if any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges) else None
+    if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
+        return None, []
+    return bounded[0], ranges
 
 
 def summarize_from_statistics(
-    rm: ResolvedMerge,
-    key: EquiKey,
-    source_files: Sequence[AddFile],
-    column: str,
-    candidates: Sequence[AddFile],
+    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile]
 ) -> SourceKeySummary | None:
     """``summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a source
-    that reads every row of ``source_files`` (Delta files with statistics) unchanged: each file's
-    ``[min, max]`` of the key ``column`` and its row count stand in for the aggregation's groups.
+    that reads every row of live Delta files unchanged (``merge/source_stats.py``): each file's
+    ``[min, max]`` of the key column and its row count stand in for the aggregation's groups.
     Uniqueness is not known (``unique`` False).
 
-    None when a file lacks the statistics, or when its keys are sparse in their range (more than
-    ``_DENSE`` values of range per row): a file of updated keys plus new keys past the table's end
-    spans every file in between, where the job's 1024 groups would keep only the touched ones."""
+    None when the source is not such a read, a file lacks the statistics, or a file's keys are
+    sparse in their range (more than ``_DENSE`` values of range per row): a file of updated keys
+    plus new keys past the table's end spans every file in between, where the job's 1024 groups
+    would keep only the touched ones."""
+    from deltamerge.merge import source_stats
+
+    key, ranges = _prune_key(rm, candidates)
+    if key is None:
+        return None
+    found = source_stats.key_column(source, key.source_index)
+    source_files = source_stats.live_files(found[1]) if found is not None else None
+    if found is None or source_files is None:
+        return None
+    column = found[0]
     field = rm.target_schema.fields[key.target_index]
     groups: list[tuple[int, int, int]] = []
     has_null = False
@@ -379,5 +377,4 @@ def summarize_from_statistics(
         if hi - lo + 1 > _DENSE * (n - nulls):
             return None  # sparse keys: the job's finer groups would prune files this range keeps
         groups.append((lo, hi, n - nulls))
-    ranges = _file_ranges(candidates, field.name, field.dataType)
     return _pruned(candidates, ranges, field.name, key.null_safe, groups, has_null, False, total)

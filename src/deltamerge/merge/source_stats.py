@@ -32,21 +32,21 @@ _WRAPPERS = {"SubqueryAlias", "View"}
 
 
 def _items(args: str) -> list[re.Match[str] | None]:
-    from deltamerge.views import _split_items
+    from deltamerge.views import split_items
 
     body = args.strip()
     if not (body.startswith("[") and body.endswith("]")):
         return []
-    return [_ITEM.match(i) for i in _split_items(body[1:-1])]
+    return [_ITEM.match(i) for i in split_items(body[1:-1])]
 
 
 def key_column(source: DataFrame, source_index: int) -> tuple[str, list[str]] | None:
     """``(column name in the files, files read)`` when ``source`` (positionally renamed,
     ``__s<i>``) reads every row of Parquet files unchanged and its column ``source_index`` is one
     of theirs; None otherwise."""
-    from deltamerge.views import _plan_nodes
+    from deltamerge.views import plan_nodes
 
-    nodes = _plan_nodes(source)
+    nodes = plan_nodes(source)
     if not nodes or nodes[0][0] != "Project":
         return None
     wanted = scol(source_index)
