@@ -921,3 +921,18 @@ def test_guessed_single_pass_wrong_guess_retries(spark, tmp_path, monkeypatch):
     assert len(_rows(spark, path)) == 250
     live = {os.path.basename(f.path) for f in DeltaLog.for_table(path).update().files}
     assert set(_data_files(path)) - live <= {os.path.basename(p) for p in _removed(path)}
+
+
+def test_expected_matches_of_an_all_null_file():
+    """A file whose keys are all NULL (statistics min > max, kept for a null-safe match of NULLs)
+    expects no key match, instead of dividing by its empty range."""
+    from deltamerge.log.actions import AddFile
+    from deltamerge.merge.pruning import _expected_matches, _FileRange
+
+    def add(n):
+        stats = f'{{"numRecords": {n}}}'
+        return AddFile(path=f"f{n}.parquet", partition_values={}, size=1, modification_time=0, stats=stats)
+
+    ranges = [_FileRange(add(10), 0, 9, False), _FileRange(add(3), 0, -1, True)]
+    assert _expected_matches(ranges, [(0, 9, 10)]) == 0.0
+    assert _expected_matches(ranges[:1], [(0, 9, 10)]) == pytest.approx(10)

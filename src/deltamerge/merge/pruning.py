@@ -304,7 +304,10 @@ def _expected_matches(files: Sequence[_FileRange], buckets: list[tuple[int, int,
         n = r.file.num_records
         if r.lo is None or r.hi is None or n is None:
             return None
-        span = r.hi - r.lo + 1  # at least 1: a kept file's range is not empty
+        if r.lo > r.hi:
+            # No non-NULL key (kept for a null-safe match of NULLs): no key match to expect.
+            return 0.0
+        span = r.hi - r.lo + 1
         keys = 0.0
         i = max(0, bisect.bisect_right(starts, r.lo) - 1)
         while i < len(buckets) and buckets[i][0] <= r.hi:
