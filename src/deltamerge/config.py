@@ -140,6 +140,11 @@ class SessionConf:
     # summary expects every candidate file to match at least this many source keys (it is then
     # almost surely touched, and finding that out in a job of its own costs more); 0 turns it off.
     SINGLE_PASS_EXPECTED_MATCHES = Setting("spark.deltamerge.merge.singlePassExpectedMatches", 32.0, float)
+    # deltamerge's own: the source-key summary reads a source of at most this many bytes (Spark's
+    # plan estimate) in one task with no shuffle (merge/pruning.py); 0 keeps the shuffled aggregation.
+    SUMMARY_ONE_TASK_MAX_BYTES = Setting(
+        "spark.deltamerge.merge.summaryOneTaskMaxBytes", 4 * 1024 * 1024, int
+    )
     # deltamerge's own: a source that plainly reads the files of a Delta table is summarised from
     # their statistics (key ranges, row counts) instead of a Spark job (merge/source_stats.py).
     SOURCE_STATISTICS = Setting("spark.deltamerge.merge.sourceStatistics", True, parse_bool)

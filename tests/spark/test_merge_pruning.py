@@ -936,3 +936,35 @@ def test_expected_matches_of_an_all_null_file():
     ranges = [_FileRange(add(10), 0, 9, False), _FileRange(add(3), 0, -1, True)]
     assert _expected_matches(ranges, [(0, 9, 10)]) == 0.0
     assert _expected_matches(ranges[:1], [(0, 9, 10)]) == pytest.approx(10)
+
+
+@pytest.mark.parametrize("cond", ["t.id = s.id", "t.id <=> s.id", "t.id = s.id AND t.v = s.v"])
+def test_one_task_summary_same_answer(spark, tmp_path, cond):
+    """A source small by Spark's estimate (a Parquet read) is summarised in one task with no
+    shuffle (``summaryOneTaskMaxBytes``); the answers equal the shuffled aggregation's."""
+    from deltamerge.merge.context import renamed_source
+    from deltamerge.merge.pruning import _one_task, summarize_source_keys
+
+    path, src_path = str(tmp_path / "t"), str(tmp_path / "s")
+    _table(spark, path, n=1000, files=10)
+    rows = [(i, i % 3, None) for i in (*range(100, 160, 3), 955)]
+    rows += [(640, 0, None), (640, 1, None), (None, 1, None)]
+    deltamerge.write(spark.createDataFrame(rows, "id long, v int, d date").repartition(3), src_path)
+    src = deltamerge.read(spark, src_path)
+    rm, snap = _resolved(spark, path, src, cond)
+    key = "spark.deltamerge.merge.summaryOneTaskMaxBytes"
+    answers = []
+    for limit in ("0", str(4 << 20)):
+        with _settings(spark, {key: limit}):
+            renamed = renamed_source(src)
+            assert _one_task(renamed) is (limit != "0")
+            for prune, unique in ((True, True), (True, False), (False, True)):
+                s = summarize_source_keys(
+                    rm, renamed, snap.files, prune=prune, check_unique=unique, count_rows=True
+                )
+                answers.append((limit, prune, unique, [f.path for f in s.files], s.unique, s.rows))
+    half = len(answers) // 2
+    assert [a[1:] for a in answers[:half]] == [a[1:] for a in answers[half:]]
+    pruned = answers[0]
+    assert len(pruned[3]) == 3 and pruned[5] == len(rows)  # no NULL target keys: <=> prunes too
+    assert pruned[4] is ("t.v" in cond)  # 640 twice: unique only with v in the key

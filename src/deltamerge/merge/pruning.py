@@ -33,10 +33,11 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol
 from deltamerge.predicates import split_conjuncts, unparen
-from deltamerge.spark.session import small_result_query
+from deltamerge.spark.session import estimated_size_bytes, setting, small_result_query
 from deltamerge.stats import parse_stats
 
 _BUCKETS = 1024
@@ -175,6 +176,18 @@ class SourceKeySummary:
     min_expected_matches: float | None = None
 
 
+def _one_task(source: DataFrame) -> bool:
+    """Whether the summary reads ``source`` in one task: a small source's aggregation then needs
+    no shuffle (a coalesced single partition already has every key together), which saves a stage
+    (two with the uniqueness check) of a small merge's ~0.1 s summary. Spark's estimate is the
+    input's bytes, an upper bound, so a source it cannot bound keeps the parallel aggregation."""
+    limit = int(setting(source.sparkSession, SessionConf.SUMMARY_ONE_TASK_MAX_BYTES))
+    if limit <= 0:
+        return False
+    size = estimated_size_bytes(source)
+    return size is not None and size <= limit
+
+
 def summarize_source_keys(
     rm: ResolvedMerge,
     source: DataFrame,
@@ -199,21 +212,23 @@ def summarize_source_keys(
     if prune_key is None and not all_keys:
         if not count_rows:
             return SourceKeySummary(tuple(candidates), False)
+        one = source.coalesce(1) if _one_task(source) else source
         with small_result_query(source.sparkSession):
-            return SourceKeySummary(tuple(candidates), False, rows=int(source.count()))
+            return SourceKeySummary(tuple(candidates), False, rows=int(one.count()))
 
     keys = all_keys or ([prune_key] if prune_key is not None else [])
     if prune_key is not None and prune_key not in keys:
         keys = [*keys, prune_key]
     names = ", ".join(dict.fromkeys(scol(k.source_index) for k in keys))
+    src = "(SELECT /*+ COALESCE(1) */ * FROM {src})" if _one_task(source) else "{src}"
     # One SQL text over the source: one analysis, a few Python->JVM round trips (each DataFrame
     # operation or Column object would cost its own).
     # Rows with a NULL in a ``=`` key match nothing: they never make the source non-unique.
     valid = " AND ".join(f"{scol(k.source_index)} IS NOT NULL" for k in keys if not k.null_safe) or "true"
     if all_keys:
-        counted = f"SELECT {names}, count(1) AS count FROM {{src}} GROUP BY {names}"
+        counted = f"SELECT {names}, count(1) AS count FROM {src} GROUP BY {names}"
     else:
-        counted = f"SELECT {names}, 1 AS count FROM {{src}}"
+        counted = f"SELECT {names}, 1 AS count FROM {src}"
     valid_count = f"CASE WHEN {valid} THEN count END"
     spark = source.sparkSession
     if prune_key is None:

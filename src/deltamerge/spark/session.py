@@ -222,6 +222,25 @@ def temporary_settings(spark: SparkSession, settings: dict[str, str]) -> Iterato
                 conf.set(k, old)
 
 
+_SIZE_UNITS = {u: 1 << (10 * i) for i, u in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"))}
+_STATISTICS = re.compile(r"Statistics\(sizeInBytes=([0-9.E+]+) ?([KMGTPE]?i?B)")
+
+
+def estimated_size_bytes(df: DataFrame) -> int | None:
+    """Spark's size estimate of ``df``'s plan (without CBO: the input files' bytes through
+    filters and projections, an upper bound rather than a guess); None when unknown."""
+    try:
+        if is_connect(df.sparkSession):
+            text = df._explain_string(mode="cost")  # type: ignore[attr-defined,operator]
+            m = _STATISTICS.search(text)
+            return None if m is None else int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+        # The analysed plan is already there (no optimiser run): its estimate scales the input's
+        # bytes by the projected columns' share, like the optimised plan's before any filter.
+        return int(df._jdf.queryExecution().analyzed().stats().sizeInBytes())  # type: ignore[attr-defined]
+    except Exception:  # an estimate is an optimisation only: no estimate, no shortcut
+        return None
+
+
 @contextlib.contextmanager
 def small_result_query(spark: SparkSession) -> Iterator[None]:
     """Run an aggregation whose result is a handful of rows (per-file or per-bucket summaries)
