@@ -22,8 +22,9 @@ from pyspark.sql.types import (
 
 from deltamerge import catalog, views
 from deltamerge.config import SessionConf, TableProperties
-from deltamerge.errors import InvalidArgumentError, TableNotFoundError
+from deltamerge.errors import DeltaMergeError, InvalidArgumentError, TableNotFoundError
 from deltamerge.io import _abs, read_snapshot, snapshot_for
+from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import (
     DeltaMergeBuilder,
@@ -31,7 +32,7 @@ from deltamerge.merge.builder import (
     dataframe_alias,
     validate_merge_args,
 )
-from deltamerge.merge.clauses import MergeSpec
+from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, MergeSpec
 from deltamerge.spark.session import conf_getter
 
 if TYPE_CHECKING:
@@ -91,11 +92,15 @@ class DeltaTable:
         alias: str | None = None,
         name: str | None = None,
         _handed_out: list[DataFrame] | None = None,
+        _widening: bool | None = None,
     ):
         self._spark = spark
         self._path = _abs(path)
         self._alias = alias
         self._name = name
+        # Whether type widening was enabled when the object was made: Delta analyses a builder's
+        # MERGE against that state and refuses to run it once the setting has changed.
+        self._widening = _widening
         # the DataFrames toDF() gave out: a Column df["x"] of one of them names the target in a
         # MERGE built from this table (shared with aliased copies)
         self._handed_out: list[DataFrame] = _handed_out if _handed_out is not None else []
@@ -105,11 +110,17 @@ class DeltaTable:
     @classmethod
     def forPath(cls, sparkSession: SparkSession, path: str) -> DeltaTable:
         """The table at ``path``; ``[DELTA_MISSING_DELTA_TABLE]`` when there is none."""
-        if not DeltaLog.for_table(_abs(path)).exists():
+        log = DeltaLog.for_table(_abs(path))
+        if not log.exists():
             raise TableNotFoundError(
                 f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
             )
-        return cls(sparkSession, path)
+        try:
+            snap = log.update()  # cached: the MERGE or read that follows starts from it
+            widening: bool | None = type_widening_enabled(snap.protocol, snap.metadata.configuration)
+        except DeltaMergeError:  # unreadable: the operation that reads it reports why
+            widening = None
+        return cls(sparkSession, path, _widening=widening)
 
     @classmethod
     def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
@@ -149,7 +160,10 @@ class DeltaTable:
     def alias(self, aliasName: str) -> DeltaTable:
         """The same table under an alias (used to qualify target columns in merge)."""
         shared = self._handed_out
-        return DeltaTable(self._spark, self._path, alias=aliasName, name=self._name, _handed_out=shared)
+        widening = self._widening
+        return DeltaTable(
+            self._spark, self._path, alias=aliasName, name=self._name, _handed_out=shared, _widening=widening
+        )
 
     def toDF(self) -> DataFrame:
         """The latest rows of the table."""
@@ -253,6 +267,7 @@ class DeltaTable:
             _target_alias=target_alias,
             _source_alias=dataframe_alias(source),
             _refs=attribute_renderer(self._handed_out, source),
+            _extras={} if self._widening is None else {WIDENING_AT_ANALYSIS: self._widening},
         )
 
     def _run_merge(self, spec: MergeSpec) -> DataFrame:

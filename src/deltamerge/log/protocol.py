@@ -256,6 +256,14 @@ def writer_features(protocol: Protocol) -> frozenset[str]:
     return LEGACY_WRITER_FEATURES.get(min(protocol.min_writer_version, 6), frozenset())
 
 
+def type_widening_enabled(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
+    """Delta's ``TypeWidening.isEnabled``: the protocol supports the feature (or its preview) and
+    ``delta.enableTypeWidening`` is true."""
+    features = writer_features(protocol) | reader_features(protocol)
+    supported = bool({TYPE_WIDENING, TYPE_WIDENING_PREVIEW} & features)
+    return supported and str(configuration.get("delta.enableTypeWidening", "false")).strip().lower() == "true"
+
+
 def _is_active(feature: str, configuration: Mapping[str, str], schema: Any) -> bool:
     probe = _ACTIVE_PROBES.get(feature)
     return True if probe is None else probe(configuration, schema)

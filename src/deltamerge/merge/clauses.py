@@ -71,6 +71,11 @@ class MergeClause:
         return out
 
 
+#: ``MergeSpec.extras`` key: whether type widening was enabled when the builder's table object was
+#: made (Delta's analysis-time snapshot); None or absent for SQL, which analyses as it runs.
+WIDENING_AT_ANALYSIS = "type_widening_at_analysis"
+
+
 @dataclass(frozen=True)
 class MergeSpec:
     """Everything a MERGE says, before analysis."""

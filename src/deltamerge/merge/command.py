@@ -22,13 +22,15 @@ from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import (
     ConcurrentModificationError,
     DeltaMergeError,
+    MetadataChangedError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
 from deltamerge.log.actions import Action, AddFile
+from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze
-from deltamerge.merge.clauses import ClauseKind, MergeSpec, check_grammar
+from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, ClauseKind, MergeSpec, check_grammar
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
@@ -103,6 +105,7 @@ def prepare(
     log = DeltaLog.for_table(table_root)
     txn = OptimisticTransaction(log)
     snapshot = _snapshot(txn, table_root)
+    _check_widening_unchanged(spec, snapshot, table_root)
     from deltamerge.spark.types import to_spark_schema
 
     evolve = spec.schema_evolution or bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
@@ -115,6 +118,22 @@ def prepare(
     )
     plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, dict(snapshot.metadata.configuration)))
     return txn, rm, plan
+
+
+def _check_widening_unchanged(spec: MergeSpec, snapshot: Snapshot, table_root: str) -> None:
+    """Delta's ``TypeWidening.ensureFeatureConsistentlyEnabled``: a builder made from a table
+    object while type widening was off (on) does not run once it is on (off)."""
+    before = spec.extras.get(WIDENING_AT_ANALYSIS)
+    if before is None:
+        return
+    now = type_widening_enabled(snapshot.protocol, snapshot.metadata.configuration)
+    if bool(before) != now:
+        raise MetadataChangedError(
+            f"The metadata of the Delta table {table_root} has been changed by a concurrent update: type "
+            f"widening was {'enabled' if before else 'disabled'} when the DeltaTable object was created and "
+            f"is {'enabled' if now else 'disabled'} now. Create the DeltaTable again (DeltaTable.forPath) "
+            "and retry the MERGE."
+        )
 
 
 def _snapshot(txn: OptimisticTransaction, table_root: str) -> Snapshot:
