@@ -5,6 +5,15 @@ Each example writes a fresh one-file target table, runs the merge through SQL or
 (drawn), and compares final rows, the returned counters and the history row metrics with
 ``oracle.run_case`` (which the delta-rs and DuckDB differential tests validate). Where delta-rs
 succeeds too, its final rows and counters must equal deltamerge's.
+
+The source is mostly ``spark.createDataFrame``; in about a quarter of the examples its rows are
+written as a Delta table of 1-3 files and read back with ``deltamerge.read``, which takes the
+paths only file-based sources reach (the source-key summary from the source's file statistics,
+``merge/source_stats.py``, and the one-task summary of a small file source, ``merge/pruning.py``).
+
+``MERGE_PROPERTY_EXAMPLES`` sets the example count (default 150); ``MERGE_PROPERTY_RANDOM=1``
+draws fresh examples (``derandomize`` off; pass ``--hypothesis-seed=N`` to pick the seed) for
+fuzz campaigns, instead of the fixed, reproducible sequence CI runs.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import oracle
 from merge_variants import VARIANTS
 
 EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "150"))
+RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
 ROW_METRICS = (
     "numTargetRowsInserted",
     "numTargetRowsUpdated",
@@ -43,8 +53,18 @@ _COUNTER = itertools.count()
 
 
 def _run_deltamerge(
-    spark, case, root: str, via_sql: bool, *, dv: bool = False, files: int = 1, variant: str = "single-pass"
+    spark,
+    case,
+    root: str,
+    via_sql: bool,
+    *,
+    dv: bool = False,
+    files: int = 1,
+    variant: str = "single-pass",
+    source_files: int = 0,
 ) -> EngineOutcome:
+    """``source_files`` 0: the source is a ``createDataFrame``; else its rows are written as a Delta
+    table (``repartition(source_files)``) and the source reads that table."""
     import deltamerge
     from deltamerge import DeltaTable
 
@@ -55,6 +75,10 @@ def _run_deltamerge(
         spark.conf.set(key, value)
     deltamerge.register_table(spark, "target", path)
     source = spark.createDataFrame(list(case.source_rows), ddl(case.source_schema))
+    if source_files:
+        source_path = os.path.join(root, f"s{next(_COUNTER)}")
+        deltamerge.write(source.repartition(source_files), source_path)
+        source = deltamerge.read(spark, source_path)
     source.createOrReplaceTempView("source")
     try:
         if via_sql:
@@ -77,22 +101,33 @@ def _run_deltamerge(
 
 
 @pytest.mark.spark
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=not RANDOM,
+    database=None,
+)
 @given(
     case=merge_cases(interleave=True),
     via_sql=st.booleans(),
     dv=st.booleans(),
     files=st.sampled_from([1, 1, 2]),
     variant=st.sampled_from(sorted(VARIANTS)),
+    source_files=st.sampled_from([0] * 9 + [1, 2, 3]),  # a Delta source in 1 of 4
 )
-def test_deltamerge_matches_oracle_and_deltars(spark, tmp_path_factory, case, via_sql, dv, files, variant):
+def test_deltamerge_matches_oracle_and_deltars(
+    spark, tmp_path_factory, case, via_sql, dv, files, variant, source_files
+):
     """Against the oracle and delta-rs, on copy-on-write and DV tables of one or two files, through each
-    of deltamerge's executions."""
+    of deltamerge's executions, from an in-memory source or a Delta table of 1-3 files."""
     root = str(tmp_path_factory.mktemp("diff"))
     expected = oracle.run_case(case)
     if expected.error is not None and expected.error not in (oracle.MULTIPLE_MATCH,):
         return  # grammar errors are covered by the conformance and analysis tests
-    actual = _run_deltamerge(spark, case, root, via_sql, dv=dv, files=files, variant=variant)
+    actual = _run_deltamerge(
+        spark, case, root, via_sql, dv=dv, files=files, variant=variant, source_files=source_files
+    )
     # Copied rows depend on the file layout: none in DV mode; the untouched file's rows are not
     # copied when the target has two files (the oracle models one file).
     skip = {"numTargetRowsCopied", "numOutputRows"} if dv or files > 1 else set()
@@ -100,7 +135,8 @@ def test_deltamerge_matches_oracle_and_deltars(spark, tmp_path_factory, case, vi
         case, expected, actual, metric_keys=[k for k in ROW_METRICS if k in actual.metrics and k not in skip]
     )
     mode = "DV" if dv else "copy-on-write"
-    how = f"via {'SQL' if via_sql else 'builder'}, {mode}, {files} file(s), {variant}"
+    source = f"Delta source of {source_files} partition(s)" if source_files else "in-memory source"
+    how = f"via {'SQL' if via_sql else 'builder'}, {mode}, {files} file(s), {variant}, {source}"
     assert not problems, describe(case) + f"\n{how}\n" + "\n".join(problems)
 
     if actual.error is None:
