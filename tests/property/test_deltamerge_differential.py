@@ -101,6 +101,9 @@ def _run_deltamerge(
 
 
 @pytest.mark.spark
+# pytest-timeout's 600 s (pyproject) cuts a long campaign mid-call to the JVM and Hypothesis then
+# replays against a broken py4j gateway (a FlakyFailure); ~1.5 s per example, allow 4.
+@pytest.mark.timeout(max(600, 4 * EXAMPLES))
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
