@@ -110,16 +110,17 @@ class DeltaTable:
     @classmethod
     def forPath(cls, sparkSession: SparkSession, path: str) -> DeltaTable:
         """The table at ``path``; ``[DELTA_MISSING_DELTA_TABLE]`` when there is none."""
-        log = DeltaLog.for_table(_abs(path))
-        if not log.exists():
+        widening: bool | None = None
+        try:
+            # One log read, cached: the MERGE or read that follows starts from this snapshot.
+            snap = DeltaLog.for_table(_abs(path)).update()
+            widening = type_widening_enabled(snap.protocol, snap.metadata.configuration)
+        except TableNotFoundError:
             raise TableNotFoundError(
                 f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
-            )
-        try:
-            snap = log.update()  # cached: the MERGE or read that follows starts from it
-            widening: bool | None = type_widening_enabled(snap.protocol, snap.metadata.configuration)
-        except DeltaMergeError:  # unreadable: the operation that reads it reports why
-            widening = None
+            ) from None
+        except DeltaMergeError:  # a log that does not load: the operation that reads it reports why
+            pass
         return cls(sparkSession, path, _widening=widening)
 
     @classmethod

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import os
 import pathlib
+import uuid
 
 import pytest
 from pyspark.sql import functions as F
@@ -953,17 +954,27 @@ def test_one_task_summary_same_answer(spark, tmp_path, cond):
     src = deltamerge.read(spark, src_path)
     rm, snap = _resolved(spark, path, src, cond)
     key = "spark.deltamerge.merge.summaryOneTaskMaxBytes"
-    answers = []
+    tracker = spark.sparkContext.statusTracker()
+    answers, stages = [], []
     for limit in ("0", str(4 << 20)):
         with _settings(spark, {key: limit}):
             renamed = renamed_source(src)
             assert _one_task(renamed) is (limit != "0")
             for prune, unique in ((True, True), (True, False), (False, True)):
-                s = summarize_source_keys(
-                    rm, renamed, snap.files, prune=prune, check_unique=unique, count_rows=True
-                )
+                group = f"one_task_{uuid.uuid4().hex}"
+                spark.sparkContext.setJobGroup(group, group)
+                try:
+                    s = summarize_source_keys(
+                        rm, renamed, snap.files, prune=prune, check_unique=unique, count_rows=True
+                    )
+                finally:
+                    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+                jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+                stages.append(sum(len(j.stageIds) for j in jobs if j is not None))
                 answers.append((limit, prune, unique, [f.path for f in s.files], s.unique, s.rows))
     half = len(answers) // 2
+    # The shuffled aggregation has an exchange (two with the uniqueness check); one task has none.
+    assert all(n >= 2 for n in stages[:half]) and stages[half:] == [1] * half, stages
     assert [a[1:] for a in answers[:half]] == [a[1:] for a in answers[half:]]
     pruned = answers[0]
     assert len(pruned[3]) == 3 and pruned[5] == len(rows)  # no NULL target keys: <=> prunes too
