@@ -18,8 +18,10 @@ def _py4j_sockets(spark):
     jvm = spark.sparkContext._jvm
     field = jvm.java.lang.Class.forName("py4j.GatewayServer").getDeclaredField("connections")
     field.setAccessible(True)
-    connections = field.get(spark.sparkContext._gateway.java_gateway_server)
-    return [connections.get(i).getSocket() for i in range(connections.size())]
+    live = field.get(spark.sparkContext._gateway.java_gateway_server)
+    connections = jvm.java.util.ArrayList(live)  # a copy: an ending thread removes its own
+    sockets = [connections.get(i).getSocket() for i in range(connections.size())]
+    return [s for s in sockets if not s.isClosed()]
 
 
 def test_quick_replies_turns_off_nagle_on_every_py4j_socket(spark, tmp_path):

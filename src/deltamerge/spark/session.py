@@ -130,11 +130,14 @@ def quick_replies(spark: SparkSession) -> None:
         jvm = gateway.jvm
         field = jvm.java.lang.Class.forName("py4j.GatewayServer").getDeclaredField("connections")
         field.setAccessible(True)
-        connections = field.get(gateway.java_gateway_server)
+        # A copy: a thread that ends removes its connection meanwhile, and indexing the live list
+        # then failed half-way and left the later sockets with Nagle's algorithm on.
+        connections = jvm.java.util.ArrayList(field.get(gateway.java_gateway_server))
         for i in range(connections.size()):
-            sock = connections.get(i).getSocket()
-            if not sock.getTcpNoDelay():
-                sock.setTcpNoDelay(True)
+            with contextlib.suppress(Exception):  # a socket closed meanwhile: skip just that one
+                sock = connections.get(i).getSocket()
+                if not sock.isClosed() and not sock.getTcpNoDelay():
+                    sock.setTcpNoDelay(True)
 
 
 def prepare_session(spark: SparkSession) -> None:
