@@ -8,6 +8,8 @@ rewritten, updated and inserted rows) is checked against
   ``containsNull: false`` and map values with ``valueContainsNull: false``, as delta-spark's
   ``Invariants.getFromSchema``;
 - **CHECK constraints**: table properties ``delta.constraints.<name> = <SQL expression>``;
+- **generated columns**: ``<column> <=> (<generation expression>)``, named ``Generated Column``
+  as in Delta (a value a writer provided must be the one the expression computes);
 - **column invariants**: the legacy ``delta.invariants`` field metadata,
   ``{"expression": {"expression": "<SQL expression>"}}``, named ``EXPRESSION(<expr>)``.
 
@@ -35,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from deltamerge.errors import AnalysisError, InvariantViolationError
+from deltamerge.generated import check_expression, generated_columns
 
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_FIELD = "delta.invariants"
@@ -64,11 +67,14 @@ class Constraint:
 
     def error(self, values: Mapping[str, Any]) -> InvariantViolationError:
         """The error raised for a violation."""
-        hint = " Fix the data before writing it (rows that violate a table constraint are never written)" + (
-            f", or remove the constraint by unsetting the table property '{CONSTRAINT_PREFIX}{self.name}'."
-            if self.kind == "check" and not self.name.startswith("EXPRESSION(")
-            else "."
-        )
+        hint = " Fix the data before writing it (rows that violate a table constraint are never written)"
+        if self.kind == "check" and self.name == "Generated Column":
+            hint += ": give the generated column the value its expression computes, or leave it out."
+        elif self.kind == "check" and not self.name.startswith("EXPRESSION("):
+            prop = f"{CONSTRAINT_PREFIX}{self.name}"
+            hint += f", or remove the constraint by unsetting the table property '{prop}'."
+        else:
+            hint += "."
         if self.kind == "not_null":
             return InvariantViolationError(
                 self.message(values) + hint,
@@ -174,7 +180,7 @@ def _invariants(schema: StructType, prefix: list[str]) -> list[Constraint]:
 
 
 def constraints_of(schema: StructType, configuration: Mapping[str, str]) -> list[Constraint]:
-    """Every constraint of a table: NOT NULL fields, then CHECK constraints, then invariants."""
+    """Every constraint of a table: NOT NULL fields, CHECK constraints, generated columns, invariants."""
     rules = [
         Constraint("not_null", ".".join(path), expression)
         for path, expression in _not_null_rules(schema, [], "", 0)
@@ -184,6 +190,9 @@ def constraints_of(schema: StructType, configuration: Mapping[str, str]) -> list
             name = key[len(CONSTRAINT_PREFIX) :]
             expression = str(configuration[key])
             rules.append(Constraint("check", name, expression, _referenced_columns(expression)))
+    for _, f, text in generated_columns(schema):
+        expression = check_expression(f, text)
+        rules.append(Constraint("check", "Generated Column", expression, _referenced_columns(expression)))
     return rules + _invariants(schema, [])
 
 

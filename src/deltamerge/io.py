@@ -19,6 +19,7 @@ from deltamerge.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from deltamerge.generated import fill_missing
 from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
@@ -197,6 +198,7 @@ def write(
             )
         table_schema = to_spark_schema(meta.schema_string)
         data, final = _align(df, table_schema, merge_schema=merge_schema)
+        data = fill_missing(data, final, df.columns)
         if len(final.fields) != len(table_schema.fields):
             from dataclasses import replace
 

@@ -181,19 +181,6 @@ def test_builder_argument_checks(spark):
         b.property("k", 1)
 
 
-def test_generated_columns_are_refused(spark, tmp_path):
-    path = str(tmp_path / "t")
-    with pytest.raises(DeltaMergeError, match=r"[Gg]enerated columns"):
-        (
-            DeltaTable.create(spark)
-            .location(path)
-            .addColumn("a", "int")
-            .addColumn("b", "int", generatedAlwaysAs="a + 1")
-            .execute()
-        )
-    assert not DeltaTable.isDeltaTable(spark, path)
-
-
 # --- RESTORE ------------------------------------------------------------------------------------------
 
 

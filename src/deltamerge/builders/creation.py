@@ -24,9 +24,10 @@ from deltamerge.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from deltamerge.generated import validate as validate_generated
 from deltamerge.log.actions import Action, Metadata
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark.session import conf_getter
+from deltamerge.spark.session import case_sensitive, conf_getter
 from deltamerge.spark.types import quote_name, schema_string
 from deltamerge.spark.write import now_ms
 from deltamerge.txn.operations import Operation
@@ -167,6 +168,7 @@ def create_table(
         )
     schema = schema if schema is not None else StructType([])
     parts = _check_schema(schema, partition_by)
+    validate_generated(spark, schema, case_sensitive=case_sensitive(spark))
     conf = {} if replacing else _session_defaults(spark)
     conf.update(
         {

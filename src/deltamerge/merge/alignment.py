@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
+from deltamerge.generated import generated_columns
 from deltamerge.merge.casting import Caster, named_struct, typed_null
 from deltamerge.merge.casting import field as struct_field
 from deltamerge.merge.evolution import same_type, scala_string
@@ -203,6 +204,10 @@ class Aligner:
                     "0AKDC",
                 )
         names = [a.path[0] for a in actions]
+        if not self.case_sensitive and generated_columns(self.target_schema):
+            # Delta (merge.insert.fixCaseSensitiveDuplicateColumns): case variants are duplicates
+            # on a table with generated columns.
+            names = [n.lower() for n in names]
         if len(set(names)) < len(names):
             raise error(
                 "Duplicate column names in INSERT clause. List each column once.",

@@ -32,8 +32,9 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
+from deltamerge.generated import generated_columns, substitute
 from deltamerge.merge.alignment import Action, Aligner, Typer, error, scol, tcol
-from deltamerge.merge.casting import Caster, CastSettings
+from deltamerge.merge.casting import Caster, CastSettings, spark_type
 from deltamerge.merge.casting import field as struct_field
 from deltamerge.merge.clauses import ActionType, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.evolution import (
@@ -391,6 +392,37 @@ class _Analyzer:
             out.append(rewrite_columns(conj, plain))
         return out
 
+    def _generated(
+        self,
+        clause: MergeClause,
+        actions: list[Action],
+        outputs: tuple[exp.Expression | None, ...],
+        keep: tuple[exp.Expression, ...],
+    ) -> tuple[exp.Expression | None, ...]:
+        """Delta's generated columns in one clause: a generated column the clause does not set
+        (an INSERT that does not list it, an UPDATE that does not assign it) gets its generation
+        expression over the row's new values. A value set explicitly stays, and is checked against
+        the expression when the row is written (``deltamerge.constraints``)."""
+        gens = generated_columns(self.target_schema)
+        if not gens:
+            return outputs
+        insert = clause.action is ActionType.INSERT
+        explicit = [a.path[0] for a in actions]
+        # New values of every final column: an UPDATE's unassigned columns keep the target value.
+        values = [o if o is not None else keep[k] for k, o in enumerate(outputs)]
+        out = list(outputs)
+        for j, f, text in gens:
+            if insert and any(self._same(n, f.name) for n in explicit):
+                continue
+            if not insert and outputs[j] is not None:
+                continue
+            value = substitute(text, self.final_schema, values, self._same)
+            out[j] = exp.Cast(this=exp.Paren(this=value), to=spark_type(self.final_schema.fields[j].dataType))
+        return tuple(out)
+
+    def _same(self, a: str, b: str) -> bool:
+        return a == b if self.case_sensitive else a.lower() == b.lower()
+
     def run(self) -> ResolvedMerge:
         spec = self.spec
         if not self.target_schema.fields and not self.evolve and self.settings.empty_schema_check:
@@ -422,6 +454,7 @@ class _Analyzer:
             case_sensitive=self.case_sensitive,
             evolve=self.evolve,
         )
+        keep = aligner.keep_values()
         clauses = []
         for i, (clause, actions, cond) in enumerate(resolved):
             outputs: tuple[exp.Expression | None, ...] | None = None
@@ -431,8 +464,9 @@ class _Analyzer:
                 outputs = tuple(
                     aligner.update_exprs(self.final_schema.fields, actions, aligner.defaults(), ())
                 )
+            if outputs is not None and actions is not None:
+                outputs = self._generated(clause, actions, outputs, keep)
             clauses.append(ResolvedClause(clause, i, cond, outputs))
-        keep = aligner.keep_values()
         self.typer.check(self.final_schema, keep, [c.outputs for c in clauses])
         return ResolvedMerge(
             spec=spec,

@@ -101,6 +101,11 @@ def test_writable(protocol: Protocol) -> None:
     check_can_write(protocol, _md())
 
 
+@pytest.mark.parametrize("protocol", [Protocol(1, 4), Protocol(1, 7, None, ("generatedColumns",))])
+def test_generated_columns_in_use_are_writable(protocol: Protocol) -> None:
+    check_can_write(protocol, _md(schema=GEN))
+
+
 GEN = _schema(_field("a", "long"), _field("b", "long", {"delta.generationExpression": "a + 1"}))
 IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.step": 1}))
 
@@ -109,7 +114,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
     ("protocol", "metadata", "feature"),
     [
         (Protocol(1, 8), _md(), "writer version 8"),
-        (Protocol(1, 4), _md(schema=GEN), "generatedColumns"),
         (Protocol(2, 5), _md({"delta.columnMapping.mode": "name"}), "columnMapping"),
         (Protocol(1, 6), _md(schema=IDENT), "identityColumns"),
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), _md(), "rowTracking"),
