@@ -38,6 +38,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from deltamerge.errors import AnalysisError, InvariantViolationError
 from deltamerge.generated import check_expression, generated_columns
+from deltamerge.spark.types import as_nullable
 
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_FIELD = "delta.invariants"
@@ -295,3 +296,74 @@ def enforced_write(
         if violation is None:
             raise
         raise violation from None
+
+
+def _changed_paths(
+    old: StructType, new: StructType, prefix: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], DataType, DataType]]:
+    """(path, old type, new type) of each existing field whose type the new schema changes."""
+    out = []
+    by_name = {f.name.lower(): f for f in new.fields}
+    for f in old.fields:
+        g = by_name.get(f.name.lower())
+        if g is None:
+            continue
+        path = (*prefix, f.name)
+        if isinstance(f.dataType, StructType) and isinstance(g.dataType, StructType):
+            out += _changed_paths(f.dataType, g.dataType, path)
+        elif as_nullable(f.dataType) != as_nullable(g.dataType):
+            out.append((path, f.dataType, g.dataType))
+    return out
+
+
+def _references(expression: str) -> list[tuple[str, ...]]:
+    from deltamerge.predicates import column_parts, column_references, parse_expression
+
+    try:
+        refs = column_references(parse_expression(expression))
+    except Exception:
+        return []
+    out = []
+    for ref in refs:
+        try:
+            out.append(tuple(p.lower() for p in column_parts(ref)))
+        except ValueError:
+            continue
+    return out
+
+
+def check_dependent_types(old: StructType, new: StructType, configuration: Mapping[str, str]) -> None:
+    """Delta's ``checkDependentExpressions``: schema evolution must not change the type of a column
+    that a CHECK constraint or a generated column refers to (the stored expression was resolved
+    against the old type)."""
+    changed = _changed_paths(old, new)
+    if not changed:
+        return
+    checks = [
+        (f"{key} -> {configuration[key]}", str(configuration[key]))
+        for key in sorted(configuration)
+        if key.lower().startswith(CONSTRAINT_PREFIX)
+    ]
+    generated = [(f"{f.name} -> {text}", text) for _, f, text in generated_columns(old)]
+    for path, was, now in changed:
+        low = tuple(p.lower() for p in path)
+
+        def uses(text: str, low: tuple[str, ...] = low) -> bool:
+            refs = _references(text)
+            return any(r[: len(low)] == low or low[: len(r)] == r for r in refs)
+
+        shown = ".".join(path)
+        for kind, rules, error_class in (
+            ("check constraint(s)", checks, "DELTA_CONSTRAINT_DATA_TYPE_MISMATCH"),
+            ("generated column(s)", generated, "DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH"),
+        ):
+            dependent = [label for label, text in rules if uses(text)]
+            if dependent:
+                raise AnalysisError(
+                    f"Column {shown} has data type {was.simpleString().upper()} and cannot be altered to "
+                    f"data type {now.simpleString().upper()} because this column is referenced by the "
+                    f"following {kind}:\n" + "\n".join(dependent) + "\nCast the source column to "
+                    f"{was.simpleString()} so that the column keeps its type.",
+                    error_class=error_class,
+                    sql_state="42K09",
+                )

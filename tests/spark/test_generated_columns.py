@@ -300,3 +300,47 @@ def test_sql_create_table_with_generated_column(spark, tmp_path):
     )
     got = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
     assert got == [(1, "bob", "BOB"), (2, "cy", "CY")]
+
+
+@pytest.mark.parametrize("kind", ["generated", "check", "unrelated"])
+def test_type_widening_of_a_referenced_column_is_refused(spark, tmp_path, kind):
+    """Delta's checkDependentExpressions: MERGE schema evolution may widen a column's type only
+    when no CHECK constraint or generated column refers to it."""
+    path = str(tmp_path / "t")
+    b = (
+        DeltaTable.create(spark)
+        .location(path)
+        .addColumn("id", "INT")
+        .addColumn("a", "TINYINT")
+        .addColumn("b", "TINYINT")
+        .property("delta.enableTypeWidening", "true")
+    )
+    if kind == "generated":
+        b = b.addColumn("g", "INT", generatedAlwaysAs="hash(a)")
+    elif kind == "check":
+        b = b.property("delta.constraints.ck", "hash(a) <> 0")
+    t = b.execute()
+    deltamerge.write(
+        spark.sql("SELECT 1 id, CAST(2 AS TINYINT) a, CAST(3 AS TINYINT) b"), path, mode="append"
+    )
+    before = t.version()
+    wide = "a" if kind != "unrelated" else "b"
+    src = spark.sql(
+        f"SELECT 1 id, {'200' if wide == 'a' else 'CAST(2 AS TINYINT)'} a, "
+        f"{'300' if wide == 'b' else 'CAST(3 AS TINYINT)'} b"
+    )
+    merge = t.alias("t").merge(src.alias("s"), "t.id = s.id").withSchemaEvolution().whenMatchedUpdateAll()
+    if kind == "unrelated":
+        merge.execute()
+        assert dict(deltamerge.read(spark, path).dtypes)["b"] == "int"
+        return
+    with pytest.raises(AnalysisError) as info:
+        merge.execute()
+    expected = (
+        "DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH"
+        if kind == "generated"
+        else "DELTA_CONSTRAINT_DATA_TYPE_MISMATCH"
+    )
+    assert info.value.error_class == expected
+    assert "Column a has data type TINYINT and cannot be altered to data type INT" in str(info.value)
+    assert t.version() == before

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StructField, StructType
 
 from deltamerge.config import SessionConf, TableProperties
+from deltamerge.constraints import check_dependent_types
 from deltamerge.errors import (
     ConcurrentModificationError,
     DeltaMergeError,
@@ -116,6 +117,7 @@ def prepare(
         evolve=evolve,
         table_configuration=dict(snapshot.metadata.configuration),
     )
+    check_dependent_types(rm.target_schema, rm.final_schema, snapshot.metadata.configuration)
     plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, dict(snapshot.metadata.configuration)))
     return txn, rm, plan
 
