@@ -285,13 +285,35 @@ def _parse(text: str) -> exp.Expression:
         raise ParseError(f"Syntax error in statement: {e}")
 
 
+def _dml_target(spark: SparkSession, table: exp.Table, operation: str) -> tuple[str, str | None]:
+    """(path, alias) of an UPDATE or DELETE target: a Delta path, a registered name, or a temp view
+    that fully scans a Delta table (an UPDATE through a view of a table with generated columns is
+    refused, as in Delta)."""
+    from deltamerge import views
+
+    name = ".".join(p.name for p in table.parts)
+    db = table.args.get("db")
+    plain = not (db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None)
+    if plain and catalog.path_for_name(name) is None and views.is_temp_view(spark, name):
+        path = views.view_target_path(spark, name, operation=operation)
+        if path is not None:
+            if operation == "UPDATE":
+                views.refuse_generated_columns(path, operation)
+            catalog.track_view(name, path)
+            return path, table.alias or name
+    path, alias, _name = _table_node(table)
+    return path, alias
+
+
 def _dml(spark: SparkSession, text: str) -> DataFrame | None:
     from deltamerge import dml
 
     statement = _parse(text)
     if not isinstance(statement, (exp.Update, exp.Delete)) or not isinstance(statement.this, exp.Table):
         return None
-    path, alias, _name = _table_node(statement.this)
+    path, alias = _dml_target(
+        spark, statement.this, "UPDATE" if isinstance(statement, exp.Update) else "DELETE"
+    )
     where = statement.args.get("where")
     condition = where.this if where is not None else None
     if isinstance(statement, exp.Delete):

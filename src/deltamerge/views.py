@@ -97,7 +97,25 @@ def is_temp_view(spark: SparkSession, name: str) -> bool:
         return False
 
 
-def view_target_path(spark: SparkSession, name: str, *, check_columns: bool = True) -> str | None:
+def refuse_generated_columns(path: str, operation: str) -> None:
+    """Delta refuses DML through a temp view that is more than a plain scan of a table with
+    generated columns (``GeneratedColumn.allowDMLTargetPlan``), before it looks for a partial scan."""
+    from deltamerge.generated import generated_columns
+    from deltamerge.io import snapshot_for
+    from deltamerge.spark.types import to_spark_schema
+
+    if generated_columns(to_spark_schema(snapshot_for(path).metadata.schema_string)):
+        raise AnalysisError(
+            f"{operation} command on a temp view referring to a Delta table that contains generated "
+            f"columns is not supported. Please run the {operation} command on the Delta table directly",
+            error_class="DELTA_OPERATION_ON_TEMP_VIEW_WITH_GENERATED_COLS_NOT_SUPPORTED",
+            sql_state="0A000",
+        )
+
+
+def view_target_path(
+    spark: SparkSession, name: str, *, check_columns: bool = True, operation: str = "MERGE INTO"
+) -> str | None:
     """The root of the Delta table that the temp view ``name`` fully scans; None when ``name`` is
     not a temp view over a Delta table. Raises ``DELTA_UNEXPECTED_PARTIAL_SCAN`` for a view that is
     more than a full scan of one."""
@@ -125,6 +143,7 @@ def view_target_path(spark: SparkSession, name: str, *, check_columns: bool = Tr
     if check_columns:  # as in Delta, an extra column is reported before a partial scan
         _check_columns(name, df, path)
     if not full_scan:
+        refuse_generated_columns(path, operation)
         raise AnalysisError(
             f"Expect a full scan of Delta sources, but found a partial scan. path:{path}. MERGE can "
             f"target the view `{name}` only when it shows every row and column of the table unchanged; "

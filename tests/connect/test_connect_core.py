@@ -389,3 +389,25 @@ def test_delta_source_summarised_from_statistics(connect_spark, tmp_path, monkey
     )  # fmt: skip
     assert tuple(res) == (2, 1, 0, 1) and not calls
     assert _rows(deltamerge.read(connect_spark, target).where("v < 0")) == [(5, -1), (1000, -2)]
+
+
+def test_generated_columns(connect_spark, path):
+    """A generated column is validated at creation, computed by an append and by MERGE, and a wrong
+    explicit value fails with Delta's constraint error, on Spark Connect too."""
+    from deltamerge.errors import AnalysisError, InvariantViolationError
+
+    spark = connect_spark
+    builder = DeltaTable.create(spark).location(path).addColumn("id", "BIGINT")
+    with pytest.raises(AnalysisError):
+        builder.addColumn("g", "INT", generatedAlwaysAs="id * 2").execute()
+    builder = DeltaTable.create(spark).location(path).addColumn("id", "BIGINT")
+    builder.addColumn("g", "BIGINT", generatedAlwaysAs="id * 2").execute()
+    deltamerge.write(spark.createDataFrame([(1,)], "id bigint"), path, mode="append")
+    table = DeltaTable.forPath(spark, path)
+    src = spark.createDataFrame([(1,), (5,)], "id bigint")
+    merge = table.alias("t").merge(src.alias("s"), "t.id = s.id")
+    merge.whenMatchedUpdate(set={"id": "s.id + 1"}).whenNotMatchedInsert(values={"id": "s.id"}).execute()
+    assert _rows(deltamerge.read(spark, path)) == [(2, 4), (5, 10)]
+    with pytest.raises(InvariantViolationError):
+        table.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"g": "0"}).execute()
+    assert _rows(deltamerge.read(spark, path)) == [(2, 4), (5, 10)]

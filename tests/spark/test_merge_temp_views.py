@@ -158,3 +158,19 @@ def test_view_over_a_non_delta_source_is_not_a_target(spark, cleanup):
     spark.range(3).createOrReplaceTempView("v")
     with pytest.raises(DeltaMergeError, match="TABLE_OR_VIEW_NOT_FOUND"):
         deltamerge.sql(spark, "MERGE INTO v USING v s ON v.id = s.id WHEN MATCHED THEN DELETE")
+
+
+def test_update_and_delete_through_a_full_scan_temp_view(spark, tmp_path):
+    """SQL UPDATE and DELETE name a temp view that fully scans a Delta table: they change the table,
+    and the view shows the new rows."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, 10), (2, 20), (3, 30)], "k int, v int"), path)
+    deltamerge.read(spark, path).createOrReplaceTempView("dml_view")
+    try:
+        deltamerge.sql(spark, "UPDATE dml_view SET v = v + 1 WHERE k = 2")
+        deltamerge.sql(spark, "DELETE FROM dml_view WHERE k = 3")
+        expected = [(1, 10), (2, 21)]
+        assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == expected
+        assert sorted(tuple(r) for r in spark.table("dml_view").collect()) == expected
+    finally:
+        spark.catalog.dropTempView("dml_view")
