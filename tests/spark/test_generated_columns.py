@@ -95,8 +95,8 @@ def test_append_with_the_right_value_passes_a_wrong_one_fails(spark, tmp_path):
 
 @pytest.mark.parametrize("mode", ["cow", "dv"])
 def test_merge_computes_unset_generated_columns(spark, tmp_path, mode):
-    """INSERT without the generated columns computes them from the inserted values; UPDATE that does
-    not assign them recomputes them from the row's new values (also when only an input changed)."""
+    """INSERT without the generated columns computes them from the inserted values; UPDATE (MATCHED
+    and NOT MATCHED BY SOURCE) that does not assign them recomputes them from the row's new values."""
     path = str(tmp_path / "t")
     t = _create(spark, path, dv=mode == "dv")
     src = _source(spark, [(2, 50), (3, 60), (9, 90)])
@@ -106,10 +106,11 @@ def test_merge_computes_unset_generated_columns(spark, tmp_path, mode):
         .whenMatchedUpdate(condition="s.id = 2", set={"v": "s.v"})
         .whenMatchedUpdate(set={"ts": "s.ts"})
         .whenNotMatchedInsert(values={"id": "s.id", "v": "s.v + 1", "ts": "s.ts"})
+        .whenNotMatchedBySourceUpdate(set={"v": "t.v + 1000"})
         .execute()
     )
     assert _rows(spark, path) == [
-        (1, 1, 11, "2024-01-02"),
+        (1, 1001, 1011, "2024-01-02"),  # NOT MATCHED BY SOURCE UPDATE recomputes g too
         (2, 50, 70, "2024-01-03"),  # v changed: g recomputed, day unchanged
         (3, 3, 33, "2024-03-04"),  # ts changed: day recomputed
         (9, 91, 181, "2024-03-10"),
