@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DeltaMergeError",
     "DeltaTable",
+    "IdentityGenerator",
     "__version__",
     "configure",
     "read",
@@ -31,11 +32,13 @@ __all__ = [
 
 if TYPE_CHECKING:
     from deltamerge.catalog import register_table, unregister_table
+    from deltamerge.identity import IdentityGenerator
     from deltamerge.io import read, write
     from deltamerge.table import DeltaTable
 
 _LAZY = {
     "DeltaTable": ("deltamerge.table", "DeltaTable"),
+    "IdentityGenerator": ("deltamerge.identity", "IdentityGenerator"),
     "read": ("deltamerge.io", "read"),
     "write": ("deltamerge.io", "write"),
     "register_table": ("deltamerge.catalog", "register_table"),

@@ -20,6 +20,10 @@ from deltamerge.errors import (
     TableNotFoundError,
 )
 from deltamerge.generated import fill_missing
+from deltamerge.identity import explicit_insert_error, identity_columns, with_high_water_marks
+from deltamerge.identity import extremes as identity_extremes
+from deltamerge.identity import fill as fill_identity
+from deltamerge.identity import observed as observed_identity
 from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
@@ -199,6 +203,11 @@ def write(
         table_schema = to_spark_schema(meta.schema_string)
         data, final = _align(df, table_schema, merge_schema=merge_schema)
         data = fill_missing(data, final, df.columns)
+        given = {c.lower() for c in df.columns}
+        for _, ident in identity_columns(final):
+            if ident.name.lower() in given and not ident.allow_explicit_insert:
+                raise explicit_insert_error(ident.name)
+        data = fill_identity(data, final)
         if len(final.fields) != len(table_schema.fields):
             from dataclasses import replace
 
@@ -208,6 +217,7 @@ def write(
     meta = txn.metadata
     assert meta is not None
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
+    data, identity_obs = observed_identity(data, schema)
     written = enforced_write(
         write_parquet, data, schema, meta.configuration, root, parts, timestamp_partition_columns=ts_parts
     )
@@ -215,6 +225,11 @@ def write(
         root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark)
     )
     actions: list[Action] = list(adds)
+    marked = with_high_water_marks(to_spark_schema(meta.schema_string), identity_extremes(identity_obs))
+    if marked is not None:
+        from dataclasses import replace
+
+        txn.update_metadata(replace(meta, schema_string=schema_string(marked)))
     if exists and overwrite:
         now = int(time.time() * 1000)
         actions += [f.remove(now) for f in txn.snapshot.files]  # type: ignore[union-attr]

@@ -24,7 +24,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
@@ -402,7 +402,7 @@ def _column(node: exp.ColumnDef) -> StructField:
     if kind is None:
         raise ParseError(f"Column {node.name} needs a data type.")
     nullable = True
-    metadata: dict[str, str] = {}
+    metadata: dict[str, Any] = {}
     for c in node.args.get("constraints") or []:
         k = c.args.get("kind")
         if isinstance(k, exp.NotNullColumnConstraint):
@@ -411,6 +411,18 @@ def _column(node: exp.ColumnDef) -> StructField:
             metadata["comment"] = k.this.name
         elif isinstance(k, exp.ComputedColumnConstraint):
             metadata["delta.generationExpression"] = to_sql(k.this)
+        elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and k.args.get("expression") is None:
+            from deltamerge.identity import IdentityGenerator, column_metadata
+
+            def number(node: exp.Expression | None) -> int:
+                if node is None:
+                    return 1
+                if isinstance(node, exp.Neg):
+                    return -number(node.this)
+                return int(node.name)
+
+            generator = IdentityGenerator(number(k.args.get("start")), number(k.args.get("increment")))
+            metadata.update(column_metadata(generator, always=bool(k.this)))
         else:
             raise UnsupportedOperationError(f"Column constraint {to_sql(c)} is not supported by deltamerge.")
     return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT)), nullable, metadata)

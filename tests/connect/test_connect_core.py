@@ -411,3 +411,21 @@ def test_generated_columns(connect_spark, path):
     with pytest.raises(InvariantViolationError):
         table.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"g": "0"}).execute()
     assert _rows(deltamerge.read(spark, path)) == [(2, 4), (5, 10)]
+
+
+def test_identity_columns(connect_spark, path):
+    """Identity values from an append and a MERGE insert, with the high-water mark recorded."""
+    from deltamerge import IdentityGenerator
+
+    spark = connect_spark
+    builder = DeltaTable.create(spark).location(path)
+    builder.addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator()).addColumn("k", "INT").execute()
+    deltamerge.write(spark.createDataFrame([(1,), (2,)], "k int"), path, mode="append")
+    table = DeltaTable.forPath(spark, path)
+    src = spark.createDataFrame([(2,), (3,)], "k int")
+    table.alias("t").merge(src.alias("s"), "t.k = s.k").whenNotMatchedInsert(values={"k": "s.k"}).execute()
+    ids = [r.id for r in deltamerge.read(spark, path).collect()]
+    assert len(ids) == 3 and len(set(ids)) == 3 and None not in ids
+    schema = snapshot_for(path).metadata.schema
+    mark = schema["fields"][0]["metadata"]["delta.identity.highWaterMark"]
+    assert mark >= max(ids)

@@ -25,6 +25,9 @@ from deltamerge.errors import (
     TableNotFoundError,
 )
 from deltamerge.generated import validate as validate_generated
+from deltamerge.identity import IdentityGenerator
+from deltamerge.identity import column_metadata as identity_metadata
+from deltamerge.identity import validate as validate_identity
 from deltamerge.log.actions import Action, Metadata
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import case_sensitive, conf_getter
@@ -169,6 +172,7 @@ def create_table(
     schema = schema if schema is not None else StructType([])
     parts = _check_schema(schema, partition_by)
     validate_generated(spark, schema, case_sensitive=case_sensitive(spark))
+    validate_identity(schema, parts)
     conf = {} if replacing else _session_defaults(spark)
     conf.update(
         {
@@ -273,10 +277,15 @@ class DeltaTableBuilder:
         colName: str,
         dataType: str | DataType,
         nullable: bool = True,
-        generatedAlwaysAs: str | None = None,
+        generatedAlwaysAs: str | IdentityGenerator | None = None,
         comment: str | None = None,
+        generatedByDefaultAs: IdentityGenerator | None = None,
     ) -> DeltaTableBuilder:
-        """One column; ``dataType`` is a DataType or a DDL type string (``"INT"``, ``"array<string>"``)."""
+        """One column; ``dataType`` is a DataType or a DDL type string (``"INT"``, ``"array<string>"``).
+
+        ``generatedAlwaysAs``: a generation expression (SQL text) or an ``IdentityGenerator`` (an
+        identity column that refuses explicit values); ``generatedByDefaultAs``: an
+        ``IdentityGenerator`` for an identity column that accepts them."""
         if type(colName) is not str:
             raise _type_error("Column name must be str.", [colName])
         if type(dataType) is not str and not isinstance(dataType, DataType):
@@ -284,10 +293,22 @@ class DeltaTableBuilder:
         if type(nullable) is not bool:
             raise _type_error("Column nullable must be bool.", [nullable])
         metadata: dict[str, Any] = {}
-        if generatedAlwaysAs is not None:
+        if generatedAlwaysAs is not None and generatedByDefaultAs is not None:
+            raise InvalidArgumentError(
+                "generatedAlwaysAs and generatedByDefaultAs cannot both be set for one column."
+            )
+        if isinstance(generatedAlwaysAs, IdentityGenerator):
+            metadata.update(identity_metadata(generatedAlwaysAs, always=True))
+        elif generatedAlwaysAs is not None:
             if type(generatedAlwaysAs) is not str:
                 raise _type_error("Column generation expression must be str.", [generatedAlwaysAs])
             metadata["delta.generationExpression"] = generatedAlwaysAs
+        if generatedByDefaultAs is not None:
+            if not isinstance(generatedByDefaultAs, IdentityGenerator):
+                raise _type_error(
+                    "generatedByDefaultAs must be an IdentityGenerator.", [generatedByDefaultAs]
+                )
+            metadata.update(identity_metadata(generatedByDefaultAs, always=False))
         if comment is not None:
             if type(comment) is not str:
                 raise _type_error("Column comment must be str.", [comment])

@@ -58,6 +58,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         VACUUM_PROTOCOL_CHECK,
         DOMAIN_METADATA,  # carried through unchanged; domains of refused features are refused with them
         GENERATED_COLUMNS,
+        IDENTITY_COLUMNS,
         TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW,
     }
@@ -204,7 +205,6 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
 
 _ADVICE = {
     COLUMN_MAPPING: "Column mapping (delta.columnMapping.mode) is not implemented by deltamerge",
-    IDENTITY_COLUMNS: "Identity columns are not implemented by deltamerge",
     ROW_TRACKING: "Row tracking is not implemented by deltamerge",
     CLUSTERING: "Liquid clustering is not implemented by deltamerge",
     IN_COMMIT_TIMESTAMP: "In-commit timestamps are not implemented by deltamerge",

@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
 from deltamerge.generated import generated_columns, substitute
+from deltamerge.identity import explicit_insert_error, identity_columns, identity_of, update_error
 from deltamerge.merge.alignment import Action, Aligner, Typer, error, scol, tcol
 from deltamerge.merge.casting import Caster, CastSettings, spark_type
 from deltamerge.merge.casting import field as struct_field
@@ -301,6 +302,8 @@ class _Analyzer:
             out = []
             for f in self.target_schema.fields:
                 i = self.source.index(f.name)
+                if i is None and identity_of(f) is not None:
+                    continue  # generated for new rows, never updated
                 if i is None:
                     raise _unresolved(_quote(f.name), where, self.source.qualified())
                 out.append(
@@ -399,15 +402,27 @@ class _Analyzer:
         outputs: tuple[exp.Expression | None, ...],
         keep: tuple[exp.Expression, ...],
     ) -> tuple[exp.Expression | None, ...]:
-        """Delta's generated columns in one clause: a generated column the clause does not set
-        (an INSERT that does not list it, an UPDATE that does not assign it) gets its generation
-        expression over the row's new values. A value set explicitly stays, and is checked against
-        the expression when the row is written (``deltamerge.constraints``)."""
+        """Delta's generated and identity columns in one clause. A generated column the clause does
+        not set (an INSERT that does not list it, an UPDATE that does not assign it) gets its
+        generation expression over the row's new values; a value set explicitly stays, and is
+        checked against the expression when the row is written (``deltamerge.constraints``).
+        An identity column may not be updated, nor given a value when it is GENERATED ALWAYS; an
+        INSERT that leaves it out writes NULL, which the write replaces with a generated value
+        (``deltamerge.identity``)."""
+        insert = clause.action is ActionType.INSERT
+        explicit = [a.path[0] for a in actions]
+        for j, ident in identity_columns(self.target_schema):
+            if not insert and outputs[j] is not None:
+                raise update_error(ident.name)
+            if (
+                insert
+                and not ident.allow_explicit_insert
+                and any(self._same(n, ident.name) for n in explicit)
+            ):
+                raise explicit_insert_error(ident.name)
         gens = generated_columns(self.target_schema)
         if not gens:
             return outputs
-        insert = clause.action is ActionType.INSERT
-        explicit = [a.path[0] for a in actions]
         # New values of every final column: an UPDATE's unassigned columns keep the target value.
         values = [o if o is not None else keep[k] for k, o in enumerate(outputs)]
         out = list(outputs)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from deltamerge.identity import fill_named, identity_columns
 from deltamerge.merge.analysis import ResolvedMerge, tcol
 from deltamerge.merge.clauses import ActionType
 from deltamerge.merge.output import ACTION, COPY, output_columns, sql_col
@@ -40,7 +42,12 @@ def _old_values(rm: ResolvedMerge) -> list[Column]:
 
 
 def explode_changes(
-    joined_with_action: DataFrame, rm: ResolvedMerge, *, dedupe_deletes: bool, copies: bool = True
+    joined_with_action: DataFrame,
+    rm: ResolvedMerge,
+    *,
+    dedupe_deletes: bool,
+    copies: bool = True,
+    identity: StructType | None = None,
 ) -> DataFrame:
     """Joined rows (with the action code) -> data rows and change rows, told apart by ``_KIND``.
 
@@ -50,6 +57,16 @@ def explode_changes(
     """
     names = [f.name for f in rm.final_schema.fields]
     new = [c.alias(f"v{j}") for j, c in enumerate(output_columns(rm, has_target=True, copies=copies))]
+    idents = identity_columns(identity) if identity is not None else []
+    if idents:
+        # A new row's identity value is generated once, below the explode: its data row and its
+        # change row must carry the same value.
+        pre = [new[j].alias(f"__dm_new{j}") for j, _ in idents]
+        joined_with_action = fill_named(
+            joined_with_action.select("*", *pre), {f"__dm_new{j}": ident for j, ident in idents}
+        )
+        for j, _ in idents:
+            new[j] = F.col(f"__dm_new{j}").alias(f"v{j}")
     old = [c.alias(f"v{j}") for j, c in enumerate(_old_values(rm))]
     action = F.col(ACTION)
     updates = [c.index for c in rm.clauses if c.action is ActionType.UPDATE]
@@ -106,7 +123,13 @@ def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bo
 
     from deltamerge.spark.session import temporary_settings
 
-    changes = explode_changes(joined_with_action, ctx.rm, dedupe_deletes=dedupe_deletes, copies=copies)
+    changes = explode_changes(
+        joined_with_action,
+        ctx.rm,
+        dedupe_deletes=dedupe_deletes,
+        copies=copies,
+        identity=ctx.identity_schema(),
+    )
     # A cached plan keeps its shuffles' partition count unless AQE may change it: without this, each
     # non-empty shuffle partition (of the join or of the delete de-duplication) became a data file.
     with temporary_settings(ctx.spark, {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true"}):

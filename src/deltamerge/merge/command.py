@@ -93,6 +93,20 @@ def _evolve_metadata(txn: OptimisticTransaction, rm: ResolvedMerge) -> None:
     txn.update_metadata(replace(metadata, schema_string=schema_string(schema)))
 
 
+def _record_identity_marks(txn: OptimisticTransaction, ctx: MergeContext) -> None:
+    """Identity columns' high-water marks past the values this merge wrote, in its own commit."""
+    if not ctx.identity_seen:
+        return
+    from deltamerge.identity import with_high_water_marks
+    from deltamerge.spark.types import to_spark_schema
+
+    metadata = txn.metadata
+    assert metadata is not None  # prepare() checked that the table exists
+    marked = with_high_water_marks(to_spark_schema(metadata.schema_string), ctx.identity_seen)
+    if marked is not None:
+        txn.update_metadata(replace(metadata, schema_string=schema_string(marked)))
+
+
 def _dv_enabled(spark: SparkSession, configuration: dict[str, str]) -> bool:
     return bool(setting(spark, SessionConf.DV_PERSISTENT)) and TableProperties.ENABLE_DVS.get(configuration)
 
@@ -241,6 +255,7 @@ def run_merge(
             op = Operation("MERGE", operation_parameters(written), dict(metrics.to_operation_metrics()))
         if not setting(spark, SessionConf.HISTORY_METRICS):
             op = Operation(op.name, op.parameters, {}, op.changes_data)
+        _record_identity_marks(txn, ctx)
         committing = True
         txn.commit(actions, op)
     except BaseException as e:

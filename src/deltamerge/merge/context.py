@@ -11,8 +11,13 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from deltamerge.constraints import enforced_write
+from deltamerge.identity import extremes as identity_extremes
+from deltamerge.identity import fill as fill_identity
+from deltamerge.identity import identity_columns, with_high_water_marks
+from deltamerge.identity import observed as observed_identity
 from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
@@ -44,6 +49,9 @@ class MergeContext:
     # The fewest source keys a candidate file is expected to match (merge/pruning.py), when known.
     min_expected_matches: float | None = None
     written_paths: list[str] = field(default_factory=list)
+    # Extreme identity values written so far, per column (max, min): the next write's values start
+    # past them, and the commit records them as high-water marks (deltamerge/identity.py).
+    identity_seen: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     # The last target scan, reused when job 2 reads the same files as job 1 (building a scan
     # resolves every file's status on the driver).
     _scan_cache: tuple[frozenset, DataFrame, bool, bool] | None = field(default=None, repr=False)
@@ -94,8 +102,19 @@ class MergeContext:
 
         return sql_col(self.rm.condition)
 
+    def identity_schema(self) -> StructType:
+        """The final schema with identity high-water marks past every value written so far."""
+        return with_high_water_marks(self.rm.final_schema, self.identity_seen) or self.rm.final_schema
+
+    def fill_identity(self, df: DataFrame) -> DataFrame:
+        """``df`` with generated values in identity columns left NULL (new rows of INSERT clauses)."""
+        if not identity_columns(self.rm.final_schema):
+            return df
+        return fill_identity(df, self.identity_schema())
+
     def write(self, df: DataFrame) -> list[AddFile]:
         """Write final-schema rows as new data files and return their AddFiles."""
+        df, identity_obs = observed_identity(self.fill_identity(df), self.rm.final_schema)
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write:
             df = df.repartition(*[F.col(quote_name(p)) for p in parts])
@@ -115,6 +134,11 @@ class MergeContext:
             timestamp_partition_columns=ts_parts,
         )
         self.written_paths += [w.relative_path for w in written]
+        for name, (high, low) in identity_extremes(identity_obs).items():
+            old_high, old_low = self.identity_seen.get(name, (None, None))
+            highs = [v for v in (high, old_high) if v is not None]
+            lows = [v for v in (low, old_low) if v is not None]
+            self.identity_seen[name] = (max(highs) if highs else None, min(lows) if lows else None)
         adds = to_add_files(
             self.table_root,
             written,

@@ -106,6 +106,11 @@ def test_generated_columns_in_use_are_writable(protocol: Protocol) -> None:
     check_can_write(protocol, _md(schema=GEN))
 
 
+@pytest.mark.parametrize("protocol", [Protocol(1, 6), Protocol(1, 7, None, ("identityColumns",))])
+def test_identity_columns_in_use_are_writable(protocol: Protocol) -> None:
+    check_can_write(protocol, _md(schema=IDENT))
+
+
 GEN = _schema(_field("a", "long"), _field("b", "long", {"delta.generationExpression": "a + 1"}))
 IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.step": 1}))
 
@@ -115,7 +120,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
     [
         (Protocol(1, 8), _md(), "writer version 8"),
         (Protocol(2, 5), _md({"delta.columnMapping.mode": "name"}), "columnMapping"),
-        (Protocol(1, 6), _md(schema=IDENT), "identityColumns"),
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), _md(), "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
         (
