@@ -267,3 +267,22 @@ def test_merge_with_schema_evolution_keeps_the_identity(spark, tmp_path):
     assert got == [(1, "A", 10), (2, "b", 20)]
     ids = _check_ids(spark, path)
     assert len(ids) == 2
+
+
+@pytest.mark.parametrize("step", [1, -1])
+def test_merge_that_inserts_nothing_keeps_the_mark(spark, tmp_path, step):
+    """Delta's IdentityColumnDMLSuite: a MERGE, UPDATE or DELETE that only touches old rows leaves
+    the high-water mark where it was; the next append moves it past every value."""
+    path = str(tmp_path / "t")
+    t = _create(spark, path, start=0, step=step)
+    _append(spark, path, [(k, "x") for k in range(1, 11)], partitions=10)
+    mark = _mark(path)
+    src = spark.createDataFrame([(5, "five")], "k int, v string")
+    t.alias("t").merge(src.alias("s"), "t.k = s.k").whenMatchedUpdate(set={"k": "100"}).whenNotMatchedInsert(
+        values={"k": "s.k", "v": "s.v"}
+    ).execute()
+    t.update("k = 1", {"v": "'one'"})
+    t.delete("k = 2")
+    assert _mark(path) == mark
+    _append(spark, path, [(k, "y") for k in range(11, 21)], partitions=1)
+    assert len(_check_ids(spark, path, start=0, step=step)) == 19
