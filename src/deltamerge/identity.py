@@ -193,9 +193,10 @@ def observed(df: DataFrame, schema: StructType) -> tuple[DataFrame, Observation 
     idents = identity_columns(schema)
     if not idents:
         return df, None
+    import threading
     import time
 
-    obs = Observation(f"identity_{time.monotonic_ns()}")
+    obs = Observation(f"identity_{time.monotonic_ns()}_{threading.get_ident()}")
     aggs = []
     for _, ident in idents:
         aggs += [
