@@ -137,22 +137,25 @@ def _not_null_rules(
     return rules
 
 
-def _referenced_columns(expression: str) -> tuple[str, ...]:
+def _reference_paths(expression: str) -> list[tuple[str, ...]]:
+    """The column paths ``expression`` refers to (none when it does not parse)."""
     from deltamerge.predicates import column_parts, column_references, parse_expression
 
     try:
         refs = column_references(parse_expression(expression))
     except Exception:  # the expression is reported as written; values are a convenience
-        return ()
-    out: list[str] = []
+        return []
+    out = []
     for ref in refs:
         try:
-            name = ".".join(column_parts(ref))
+            out.append(tuple(column_parts(ref)))
         except ValueError:
             continue
-        if name not in out:
-            out.append(name)
-    return tuple(out)
+    return out
+
+
+def _referenced_columns(expression: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(".".join(p) for p in _reference_paths(expression)))
 
 
 def _invariants(schema: StructType, prefix: list[str]) -> list[Constraint]:
@@ -316,22 +319,6 @@ def _changed_paths(
     return out
 
 
-def _references(expression: str) -> list[tuple[str, ...]]:
-    from deltamerge.predicates import column_parts, column_references, parse_expression
-
-    try:
-        refs = column_references(parse_expression(expression))
-    except Exception:
-        return []
-    out = []
-    for ref in refs:
-        try:
-            out.append(tuple(p.lower() for p in column_parts(ref)))
-        except ValueError:
-            continue
-    return out
-
-
 def check_dependent_types(old: StructType, new: StructType, configuration: Mapping[str, str]) -> None:
     """Delta's ``checkDependentExpressions``: schema evolution must not change the type of a column
     that a CHECK constraint or a generated column refers to (the stored expression was resolved
@@ -339,25 +326,29 @@ def check_dependent_types(old: StructType, new: StructType, configuration: Mappi
     changed = _changed_paths(old, new)
     if not changed:
         return
+
+    def rule(label: str, text: str) -> tuple[str, list[tuple[str, ...]]]:
+        return label, [tuple(p.lower() for p in r) for r in _reference_paths(text)]
+
     checks = [
-        (f"{key} -> {configuration[key]}", str(configuration[key]))
+        rule(f"{key} -> {configuration[key]}", str(configuration[key]))
         for key in sorted(configuration)
         if key.lower().startswith(CONSTRAINT_PREFIX)
     ]
-    generated = [(f"{f.name} -> {text}", text) for _, f, text in generated_columns(old)]
+    generated = [rule(f"{f.name} -> {text}", text) for _, f, text in generated_columns(old)]
     for path, was, now in changed:
         low = tuple(p.lower() for p in path)
-
-        def uses(text: str, low: tuple[str, ...] = low) -> bool:
-            refs = _references(text)
-            return any(r[: len(low)] == low or low[: len(r)] == r for r in refs)
-
         shown = ".".join(path)
         for kind, rules, error_class in (
             ("check constraint(s)", checks, "DELTA_CONSTRAINT_DATA_TYPE_MISMATCH"),
             ("generated column(s)", generated, "DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH"),
         ):
-            dependent = [label for label, text in rules if uses(text)]
+            # The column itself, a field inside it, or a struct that holds it.
+            dependent = [
+                label
+                for label, refs in rules
+                if any(r[: len(low)] == low or low[: len(r)] == r for r in refs)
+            ]
             if dependent:
                 raise AnalysisError(
                     f"Column {shown} has data type {was.simpleString().upper()} and cannot be altered to "

@@ -34,7 +34,7 @@ from deltamerge.predicates import (
     parse_expression,
     rewrite_columns,
 )
-from deltamerge.spark.types import as_nullable
+from deltamerge.spark.types import as_nullable, quote_name
 
 GENERATION_EXPRESSION = "delta.generationExpression"
 
@@ -55,13 +55,9 @@ def generated_columns(schema: StructType) -> list[tuple[int, StructField, str]]:
     return out
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def check_expression(f: StructField, text: str) -> str:
     """SQL true for a row whose value of ``f`` is what its expression computes."""
-    return f"{_q(f.name)} <=> ({text})"
+    return f"{quote_name(f.name)} <=> ({text})"
 
 
 def fill_missing(df: DataFrame, schema: StructType, provided: Sequence[str]) -> DataFrame:
@@ -72,9 +68,7 @@ def fill_missing(df: DataFrame, schema: StructType, provided: Sequence[str]) -> 
     if not fill:
         return df
     cols = [
-        F.expr(f"CAST(({fill[f.name]}) AS {f.dataType.simpleString()})").alias(f.name)
-        if f.name in fill
-        else F.col(_q(f.name))
+        F.expr(fill[f.name]).cast(f.dataType).alias(f.name) if f.name in fill else F.col(quote_name(f.name))
         for f in schema.fields
     ]
     return df.select(*cols)

@@ -31,6 +31,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from deltamerge.errors import AnalysisError
+from deltamerge.generated import generation_expression
+from deltamerge.spark.types import quote_name
 
 START = "delta.identity.start"
 STEP = "delta.identity.step"
@@ -111,8 +113,8 @@ def generation_sql(ident: Identity, partitions: int) -> str:
 def validate(schema: StructType, partition_columns: Sequence[str]) -> None:
     """Delta's checks of a new table's identity columns."""
     parts = {p.lower() for p in partition_columns}
-    for _, ident in identity_columns(schema):
-        f = next(x for x in schema.fields if x.name == ident.name)
+    for j, ident in identity_columns(schema):
+        f = schema.fields[j]
         if not isinstance(f.dataType, LongType):
             raise AnalysisError(
                 f"DataType {f.dataType.simpleString().upper()} is not supported for IDENTITY columns. "
@@ -132,7 +134,7 @@ def validate(schema: StructType, partition_columns: Sequence[str]) -> None:
                 error_class="DELTA_IDENTITY_COLUMNS_PARTITION_NOT_SUPPORTED",
                 sql_state="42601",
             )
-        if "delta.generationExpression" in (f.metadata or {}):
+        if generation_expression(f) is not None:
             raise AnalysisError(
                 "IDENTITY column cannot be specified with a generated column expression.",
                 error_class="DELTA_IDENTITY_COLUMNS_WITH_GENERATED_EXPRESSION",
@@ -159,10 +161,6 @@ def update_error(name: str) -> AnalysisError:
     )
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def fill(df: DataFrame, schema: StructType) -> DataFrame:
     """``df`` (the table's columns, maybe more) with a generated value in each identity column of
     ``schema`` where it is NULL. Other columns pass through unchanged."""
@@ -182,9 +180,9 @@ def fill_named(df: DataFrame, idents: dict[str, Identity]) -> DataFrame:
         ident = idents.get(name)
         if ident is not None:
             generated = F.expr(generation_sql(ident, partitions))
-            cols.append(F.coalesce(F.col(_q(name)), generated).alias(name))
+            cols.append(F.coalesce(F.col(quote_name(name)), generated).alias(name))
         else:
-            cols.append(F.col(_q(name)))
+            cols.append(F.col(quote_name(name)))
     return df.select(*cols)
 
 
@@ -200,8 +198,8 @@ def observed(df: DataFrame, schema: StructType) -> tuple[DataFrame, Observation 
     aggs = []
     for _, ident in idents:
         aggs += [
-            F.max(F.col(_q(ident.name))).alias(f"max_{ident.name}"),
-            F.min(F.col(_q(ident.name))).alias(f"min_{ident.name}"),
+            F.max(F.col(quote_name(ident.name))).alias(f"max_{ident.name}"),
+            F.min(F.col(quote_name(ident.name))).alias(f"min_{ident.name}"),
         ]
     return df.observe(obs, *aggs), obs
 

@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -209,8 +210,6 @@ def write(
                 raise explicit_insert_error(ident.name)
         data = fill_identity(data, final)
         if len(final.fields) != len(table_schema.fields):
-            from dataclasses import replace
-
             txn.update_metadata(replace(meta, schema_string=schema_string(final)))
         parts = list(meta.partition_columns)
         schema = final
@@ -225,10 +224,8 @@ def write(
         root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark)
     )
     actions: list[Action] = list(adds)
-    marked = with_high_water_marks(to_spark_schema(meta.schema_string), identity_extremes(identity_obs))
+    marked = with_high_water_marks(schema, identity_extremes(identity_obs))
     if marked is not None:
-        from dataclasses import replace
-
         txn.update_metadata(replace(meta, schema_string=schema_string(marked)))
     if exists and overwrite:
         now = int(time.time() * 1000)

@@ -291,18 +291,18 @@ def _dml_target(spark: SparkSession, table: exp.Table, operation: str) -> tuple[
     refused, as in Delta)."""
     from deltamerge import views
 
-    name = ".".join(p.name for p in table.parts)
-    db = table.args.get("db")
-    plain = not (db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None)
-    if plain and catalog.path_for_name(name) is None and views.is_temp_view(spark, name):
-        path = views.view_target_path(spark, name, operation=operation)
-        if path is not None:
-            if operation == "UPDATE":
-                views.refuse_generated_columns(path, operation)
-            catalog.track_view(name, path)
-            return path, table.alias or name
-    path, alias, _name = _table_node(table)
-    return path, alias
+    try:
+        path, alias, _name = _table_node(table)
+        return path, alias
+    except TableNotFoundError:
+        name = ".".join(p.name for p in table.parts)
+        viewed = views.view_target_path(spark, name, operation=operation)
+        if viewed is None:
+            raise
+    if operation == "UPDATE":
+        views.refuse_generated_columns(viewed, operation)
+    catalog.track_view(name, viewed)
+    return viewed, table.alias or name
 
 
 def _dml(spark: SparkSession, text: str) -> DataFrame | None:

@@ -16,8 +16,8 @@ from pyspark.sql.types import StructType
 from deltamerge.constraints import enforced_write
 from deltamerge.identity import extremes as identity_extremes
 from deltamerge.identity import fill as fill_identity
-from deltamerge.identity import identity_columns, with_high_water_marks
 from deltamerge.identity import observed as observed_identity
+from deltamerge.identity import with_high_water_marks
 from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
@@ -108,8 +108,6 @@ class MergeContext:
 
     def fill_identity(self, df: DataFrame) -> DataFrame:
         """``df`` with generated values in identity columns left NULL (new rows of INSERT clauses)."""
-        if not identity_columns(self.rm.final_schema):
-            return df
         return fill_identity(df, self.identity_schema())
 
     def write(self, df: DataFrame) -> list[AddFile]:
