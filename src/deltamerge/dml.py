@@ -220,10 +220,15 @@ def matching_partitions(
     """
     if condition is None:
         return lambda f: True
-    parts = tuple(snapshot.metadata.partition_columns)
+    from deltamerge.log import column_mapping
+
+    meta = snapshot.metadata
+    mapped = column_mapping.is_mapped(meta.schema)
+    parts = tuple(meta.partition_columns)
+    pkeys = tuple(column_mapping.partition_key(meta.schema, p, mapped) for p in parts)  # physical names
     files = snapshot.files if files is None else files
     keys = sorted(
-        {_partition_key(f, parts) for f in files}, key=lambda k: tuple((v is None, v or "") for v in k)
+        {_partition_key(f, pkeys) for f in files}, key=lambda k: tuple((v is None, v or "") for v in k)
     )
     if not keys:
         return lambda f: False
@@ -248,7 +253,7 @@ def matching_partitions(
         df = df.alias(alias)
     hits = df.where(F.expr(to_sql(condition))).select(*[F.col(n) for n in raw]).collect()
     keep = {tuple(r) for r in hits}
-    return lambda f: _partition_key(f, parts) in keep
+    return lambda f: _partition_key(f, pkeys) in keep
 
 
 def _finish(spark: SparkSession, table_root: str, affected: int) -> DataFrame:

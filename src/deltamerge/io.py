@@ -26,6 +26,7 @@ from deltamerge.identity import extremes as identity_extremes
 from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
 from deltamerge.log.actions import Action, AddFile, Metadata
+from deltamerge.log.column_mapping import is_mapped
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
@@ -218,11 +219,18 @@ def write(
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
     data, identity_obs = observed_identity(data, schema)
     written = enforced_write(
-        write_parquet, data, schema, meta.configuration, root, parts, timestamp_partition_columns=ts_parts
+        write_parquet,
+        data,
+        schema,
+        meta.configuration,
+        root,
+        parts,
+        timestamp_partition_columns=ts_parts,
+        metadata=meta,
     )
-    adds = to_add_files(
-        root, written, to_delta_schema(schema), parts, meta.configuration, tz=session_time_zone(spark)
-    )
+    # Under column mapping the committed schema holds the physical names the statistics use.
+    stats_schema = meta.schema if is_mapped(meta.schema) else to_delta_schema(schema)
+    adds = to_add_files(root, written, stats_schema, parts, meta.configuration, tz=session_time_zone(spark))
     actions: list[Action] = list(adds)
     marked = with_high_water_marks(schema, identity_extremes(identity_obs))
     if marked is not None:

@@ -255,17 +255,45 @@ def test_missing_commit_in_the_middle(spark, table: str) -> None:
 
 
 def _column_mapping_commit(path: str, protocol: dict) -> list[dict]:
+    # As another engine upgrades a table to column mapping: the existing names become the physical
+    # names (the files already hold them).
     meta = _metadata(path)
     schema = json.loads(meta["schemaString"])
     for i, f in enumerate(schema["fields"], start=1):
-        f["metadata"] = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{i}"}
+        f["metadata"] = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f["name"]}
     meta["schemaString"] = json.dumps(schema)
-    meta["configuration"] = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "3"}
+    meta["configuration"] = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": str(i)}
     return [
         {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES", "operationParameters": {}}},
         {"protocol": protocol},
         {"metaData": meta},
     ]
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        {"minReaderVersion": 2, "minWriterVersion": 5},
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["columnMapping"],
+            "writerFeatures": ["appendOnly", "invariants", "columnMapping"],
+        },
+    ],
+    ids=["legacy-2-5", "features-3-7"],
+)
+def test_column_mapping_name_mode_is_read_and_written(spark, table: str, protocol: dict) -> None:
+    _write_commit(table, 2, _column_mapping_commit(table, protocol))
+    count = deltamerge.read(spark, table).count()
+    assert DeltaTable.forPath(spark, table).toDF().count() == count
+    source = _df(spark, [9])
+    deltamerge.write(source, table, mode="append")
+    DeltaTable.forPath(spark, table).alias("t").merge(
+        source.alias("s"), "t.id = s.id"
+    ).whenNotMatchedInsertAll().execute()
+    assert deltamerge.read(spark, table).count() == count + 1
+    assert deltamerge.read(spark, table, version=1).count() == 3
 
 
 def _refused_writes(spark, path: str):  # type: ignore[no-untyped-def]
@@ -282,37 +310,6 @@ def _refused_writes(spark, path: str):  # type: ignore[no-untyped-def]
             .execute()
         ),
     }
-
-
-@pytest.mark.parametrize(
-    "protocol",
-    [
-        {"minReaderVersion": 2, "minWriterVersion": 5},
-        {
-            "minReaderVersion": 3,
-            "minWriterVersion": 7,
-            "readerFeatures": ["columnMapping"],
-            "writerFeatures": ["appendOnly", "invariants", "columnMapping"],
-        },
-    ],
-    ids=["legacy-2-5", "features-3-7"],
-)
-def test_column_mapping_name_mode_is_refused(spark, table: str, protocol: dict) -> None:
-    _write_commit(table, 2, _column_mapping_commit(table, protocol))
-    files = _files(table)
-    for read in (lambda: deltamerge.read(spark, table), lambda: DeltaTable.forPath(spark, table).toDF()):
-        with pytest.raises(
-            UnsupportedFeatureError, match=r"\[DELTA_UNSUPPORTED_FEATURES_FOR_READ\].*columnMapping"
-        ):
-            read()
-    for name, write in _refused_writes(spark, table).items():
-        with pytest.raises(DeltaMergeError, match=r"columnMapping|already exist") as info:
-            write()
-        if name != "error":
-            assert isinstance(info.value, UnsupportedFeatureError), name
-    assert _files(table) == files
-    # Older versions are still readable.
-    assert deltamerge.read(spark, table, version=1).count() == 3
 
 
 def test_unknown_writer_feature_refuses_writes_only(spark, table: str) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from deltamerge.log.actions import AddFile
+from deltamerge.log.actions import AddFile, Metadata
 from deltamerge.spark.session import session_time_zone
 from deltamerge.spark.types import to_delta_schema
 
@@ -32,16 +32,22 @@ def write_data(
     *,
     data_change: bool = True,
     tight_bounds: bool | None = None,
+    metadata: Metadata | None = None,
 ) -> list[AddFile]:
-    """Write ``df`` as Parquet files under ``root``; their ``add`` actions, with statistics."""
+    """Write ``df`` as Parquet files under ``root``; their ``add`` actions, with statistics.
+
+    ``metadata`` (the table's, as the commit leaves it) carries the physical names under column
+    mapping."""
+    from deltamerge.log.column_mapping import is_mapped
     from deltamerge.spark.write import to_add_files, write_parquet
 
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
-    written = write_parquet(df, root, list(parts), timestamp_partition_columns=ts_parts)
+    written = write_parquet(df, root, list(parts), timestamp_partition_columns=ts_parts, metadata=metadata)
+    mapped = metadata is not None and is_mapped(metadata.schema)
     return to_add_files(
         root,
         written,
-        to_delta_schema(schema),
+        metadata.schema if mapped and metadata is not None else to_delta_schema(schema),
         list(parts),
         conf,
         data_change=data_change,

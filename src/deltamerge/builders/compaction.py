@@ -143,7 +143,17 @@ def optimize(spark: SparkSession, table_root: str, partition_filters: Sequence[s
         # One Spark job per bin (as Delta), a few at a time; each bin becomes one file.
         df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files).repartition(1)
         added.extend(
-            write_data(spark, table_root, df, schema, parts, conf, data_change=False, tight_bounds=tight)
+            write_data(
+                spark,
+                table_root,
+                df,
+                schema,
+                parts,
+                conf,
+                data_change=False,
+                tight_bounds=tight,
+                metadata=snapshot.metadata,
+            )
         )
 
     threads = max(1, min(len(jobs), int(get("spark.databricks.delta.optimize.maxThreads") or 15)))

@@ -199,7 +199,13 @@ def create_table(
         txn.mark_read_whole_table()
     if data is not None:
         adds = write_data(
-            spark, root, data.select(*[F.col(quote_name(c)) for c in data.columns]), schema, parts, conf
+            spark,
+            root,
+            data.select(*[F.col(quote_name(c)) for c in data.columns]),
+            schema,
+            parts,
+            conf,
+            metadata=txn.metadata,
         )
         written = [a.path for a in adds]
         actions += adds

@@ -59,6 +59,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         DOMAIN_METADATA,  # carried through unchanged; domains of refused features are refused with them
         GENERATED_COLUMNS,
         IDENTITY_COLUMNS,
+        COLUMN_MAPPING,
         TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW,
     }
@@ -66,6 +67,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
 #: Reader features deltamerge can read.
 SUPPORTED_READER_FEATURES = frozenset(
     {
+        COLUMN_MAPPING,
         DELETION_VECTORS,
         TIMESTAMP_NTZ,
         V2_CHECKPOINT,
@@ -204,7 +206,6 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
 }
 
 _ADVICE = {
-    COLUMN_MAPPING: "Column mapping (delta.columnMapping.mode) is not implemented by deltamerge",
     ROW_TRACKING: "Row tracking is not implemented by deltamerge",
     CLUSTERING: "Liquid clustering is not implemented by deltamerge",
     IN_COMMIT_TIMESTAMP: "In-commit timestamps are not implemented by deltamerge",

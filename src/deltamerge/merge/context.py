@@ -19,6 +19,7 @@ from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
 from deltamerge.identity import with_high_water_marks
 from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.log.column_mapping import is_mapped
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, scan
@@ -116,7 +117,11 @@ class MergeContext:
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write:
             df = df.repartition(*[F.col(quote_name(p)) for p in parts])
-        schema_json = to_delta_schema(self.rm.final_schema)
+        metadata = self.txn.metadata
+        # Under column mapping the committed schema holds the physical names (files, statistics).
+        mapped = metadata is not None and is_mapped(metadata.schema)
+        final = to_delta_schema(self.rm.final_schema)
+        schema_json = metadata.schema if mapped and metadata is not None else final
         ts_parts = [
             f.name
             for f in self.rm.final_schema.fields
@@ -130,6 +135,7 @@ class MergeContext:
             self.table_root,
             parts,
             timestamp_partition_columns=ts_parts,
+            metadata=metadata,
         )
         self.written_paths += [w.relative_path for w in written]
         for name, (high, low) in identity_extremes(identity_obs).items():
@@ -163,7 +169,14 @@ class MergeContext:
             for f in self.rm.final_schema.fields
             if f.name in parts and f.dataType.typeName() == "timestamp"
         ]
-        written = write_parquet(df, self.table_root, parts, kind="cdc", timestamp_partition_columns=ts_parts)
+        written = write_parquet(
+            df,
+            self.table_root,
+            parts,
+            kind="cdc",
+            timestamp_partition_columns=ts_parts,
+            metadata=self.txn.metadata,
+        )
         self.written_paths += [w.relative_path for w in written]
         files = to_cdc_files(self.table_root, written)
         self.metrics.numTargetChangeFilesAdded += len(files)

@@ -35,6 +35,7 @@ from sqlglot import exp
 
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
+from deltamerge.log.column_mapping import PHYSICAL_NAME
 from deltamerge.merge.analysis import ResolvedMerge, scol
 from deltamerge.predicates import split_conjuncts, unparen
 from deltamerge.spark.session import estimated_size_bytes, setting, small_result_query
@@ -344,7 +345,9 @@ def _prune_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> tuple[EquiKe
     if len(candidates) < MIN_FILES or not bounded:
         return None, []
     field = rm.target_schema.fields[bounded[0].target_index]
-    ranges = _file_ranges(candidates, field.name, field.dataType)
+    # Statistics name a column-mapped table's columns by their physical names.
+    stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
+    ranges = _file_ranges(candidates, stats_name, field.dataType)
     if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
         return None, []
     return bounded[0], ranges

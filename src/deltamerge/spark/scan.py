@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from deltamerge.deletion_vectors import read_dv
-from deltamerge.log import paths
+from deltamerge.log import column_mapping, paths
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.session import local_frame
 from deltamerge.spark.types import data_schema, quote_name, to_spark_schema
@@ -96,13 +96,14 @@ def _partition_lookup(
     files: Sequence[AddFile],
     schema: StructType,
     partition_columns: Sequence[str],
+    keys: Sequence[str],
 ) -> DataFrame:
     fields = [StructField(FILE_COL, StringType(), False)]
     fields += [StructField(f"__dm_pv_{i}", StringType(), True) for i in range(len(partition_columns))]
     rows = []
     for f in files:
         pv = {k.lower(): v for k, v in f.partition_values.items()}
-        values = [pv.get(c.lower()) for c in partition_columns]
+        values = [pv.get(k.lower()) for k in keys]  # physical names under column mapping
         uri = spark_file_uri(absolute_file_path(table_root, f.path))
         rows.append((uri, *[None if v == "" else v for v in values]))
     return local_frame(spark, rows, StructType(fields))
@@ -140,6 +141,33 @@ def _driver_side_listing(spark: SparkSession, n_paths: int) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class _Physical:
+    """A column-mapped table's file schema: the stored columns under their physical names and the
+    partition columns' keys in ``partitionValues``."""
+
+    stored: StructType
+    keys: list[str]
+
+    def logical_columns(self, logical: StructType) -> list[Column]:
+        """The stored columns under their logical names (nested fields renamed by a cast)."""
+        out = []
+        for lf, pf in zip(logical.fields, self.stored.fields, strict=True):
+            col = F.col(quote_name(pf.name))
+            if lf.dataType.simpleString() != pf.dataType.simpleString():
+                col = col.cast(lf.dataType)
+            out.append(col.alias(lf.name))
+        return out
+
+
+def _physical(schema_json: Mapping, partition_columns: Sequence[str]) -> _Physical | None:
+    if not column_mapping.is_mapped(schema_json):
+        return None
+    keys = [column_mapping.partition_key(schema_json, c, True) for c in partition_columns]
+    physical = to_spark_schema(column_mapping.physical_schema(schema_json, field_ids=False))
+    return _Physical(data_schema(physical, keys), keys)
+
+
 def _scan_group(
     spark: SparkSession,
     table_root: str,
@@ -149,23 +177,28 @@ def _scan_group(
     files: Sequence[AddFile],
     with_file: bool,
     with_row_index: bool,
+    mapping: _Physical | None = None,
 ) -> DataFrame:
     """One native Parquet scan of ``files`` (no deletion vectors applied)."""
     paths = [_glob_escape(absolute_file_path(table_root, f.path)) for f in files]
-    reader = spark.read.schema(stored)
+    reader = spark.read.schema(stored if mapping is None else mapping.stored)
     with _driver_side_listing(spark, len(paths)):
         df = reader.parquet(*paths)
     need_file = with_file or bool(partition_columns)
-    # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.
-    cols = [quote_name(f.name) for f in stored.fields]
+    extra = []
     if need_file:
-        cols.append(f"_metadata.file_path AS {FILE_COL}")
+        extra.append(f"_metadata.file_path AS {FILE_COL}")
     if with_row_index:
-        cols.append(f"_metadata.row_index AS {ROW_INDEX_COL}")
-    df = df.selectExpr(*cols)
+        extra.append(f"_metadata.row_index AS {ROW_INDEX_COL}")
+    if mapping is None:
+        # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.
+        df = df.selectExpr(*[quote_name(f.name) for f in stored.fields], *extra)
+    else:
+        df = df.select(*mapping.logical_columns(stored), *[F.expr(e) for e in extra])
     if not partition_columns:
         return df
-    lookup = _partition_lookup(spark, table_root, files, schema, partition_columns)
+    keys = mapping.keys if mapping is not None else partition_columns
+    lookup = _partition_lookup(spark, table_root, files, schema, partition_columns, keys)
     df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
     out: list[Column] = []
     pidx = {c.lower(): i for i, c in enumerate(partition_columns)}
@@ -344,6 +377,7 @@ def scan(
     """
     schema = to_spark_schema(schema_json)
     stored = data_schema(schema, tuple(partition_columns))
+    mapping = _physical(schema_json, partition_columns)
     extra: list[StructField] = []
     if with_file:
         extra.append(StructField(FILE_COL, StringType(), False))
@@ -355,11 +389,13 @@ def scan(
     masks = _deletion_masks(table_root, files) if apply_deletion_vectors else {}
     if not masks:
         return _scan_group(
-            spark, table_root, schema, stored, partition_columns, files, with_file, with_row_index
+            spark, table_root, schema, stored, partition_columns, files, with_file, with_row_index, mapping
         )
     masked_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) in masks]
     plain_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) not in masks]
-    masked = _scan_group(spark, table_root, schema, stored, partition_columns, masked_files, True, True)
+    masked = _scan_group(
+        spark, table_root, schema, stored, partition_columns, masked_files, True, True, mapping
+    )
     masked = filter_row_positions(masked, masks, keep=False)
     out = [F.col(quote_name(f.name)) for f in schema.fields]
     if with_file:
@@ -370,6 +406,6 @@ def scan(
     if not plain_files:
         return masked
     plain = _scan_group(
-        spark, table_root, schema, stored, partition_columns, plain_files, with_file, with_row_index
+        spark, table_root, schema, stored, partition_columns, plain_files, with_file, with_row_index, mapping
     )
     return plain.union(masked)

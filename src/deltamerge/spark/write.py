@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
@@ -22,10 +23,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import NullType
 
-from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.log import column_mapping
+from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
 from deltamerge.spark.session import prepare_session
-from deltamerge.spark.types import quote_name
+from deltamerge.spark.types import quote_name, to_spark_schema
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -102,10 +104,23 @@ def write_parquet(
     kind: str = "data",
     timestamp_partition_columns: Sequence[str] = (),
     max_records_per_file: int | None = None,
+    metadata: Metadata | None = None,
 ) -> list[WrittenFile]:
-    """Write ``df`` (table columns in order, partition columns included) below ``table_root``."""
+    """Write ``df`` (table columns in order, partition columns included) below ``table_root``.
+
+    ``metadata`` is the table's metadata as the commit will leave it: under column mapping the
+    columns are written under their physical names (partition directories and values too), with
+    Parquet field ids in ``id`` mode."""
     spark = df.sparkSession
     prepare_session(spark)
+    if metadata is not None and column_mapping.is_mapped(metadata.schema):
+        df, partition_columns, timestamp_partition_columns = _to_physical(
+            df,
+            metadata.schema,
+            column_mapping.mode_of(metadata.configuration) == "id",
+            partition_columns,
+            timestamp_partition_columns,
+        )
     if timestamp_partition_columns:
         # Partition by the final UTC partition-value string instead of the timestamp itself (the
         # partition columns are not stored in the data files, so the files are unchanged).
@@ -127,6 +142,38 @@ def write_parquet(
         return _move_into_table(table_root, staging, partition_columns, kind)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _to_physical(
+    df: DataFrame,
+    table_schema: Mapping[str, Any],
+    field_ids: bool,
+    partition_columns: Sequence[str],
+    timestamp_partition_columns: Sequence[str],
+) -> tuple[DataFrame, list[str], list[str]]:
+    """``df`` with the table's columns under their physical names (nested fields renamed by a
+    cast to the physical type, which carries the field ids too), and the partition column lists
+    in physical names. Columns that are not the table's (``_change_type`` of change data) keep
+    their names."""
+    physical = to_spark_schema(column_mapping.physical_schema(table_schema, field_ids=field_ids))
+    logical = [str(f["name"]) for f in table_schema.get("fields", ())]
+    by_name = {n.lower(): i for i, n in enumerate(logical)}
+    cols: list[Column] = []
+    for f in df.schema.fields:
+        i = by_name.get(f.name.lower())
+        col = F.col(quote_name(f.name))
+        if i is None:
+            cols.append(col)
+            continue
+        pf = physical.fields[i]
+        if f.dataType.simpleString() != pf.dataType.simpleString() or field_ids:
+            col = col.cast(pf.dataType)
+        cols.append(col.alias(pf.name, metadata=dict(pf.metadata)) if field_ids else col.alias(pf.name))
+
+    def rename(names: Sequence[str]) -> list[str]:
+        return [physical.fields[by_name[n.lower()]].name if n.lower() in by_name else n for n in names]
+
+    return df.select(*cols), rename(partition_columns), rename(timestamp_partition_columns)
 
 
 def _without_void_columns(df: DataFrame, partition_columns: Sequence[str]) -> DataFrame:

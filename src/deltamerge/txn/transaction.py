@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -34,7 +35,7 @@ from deltamerge.errors import (
     MaxCommitAttemptsError,
     TableNotFoundError,
 )
-from deltamerge.log import filenames
+from deltamerge.log import column_mapping, filenames
 from deltamerge.log.actions import (
     Action,
     AddCDCFile,
@@ -139,6 +140,25 @@ class OptimisticTransaction:
             return self._new_protocol
         return self.snapshot.protocol if self.snapshot is not None else None
 
+    def _with_column_mapping(self, metadata: Metadata) -> Metadata:
+        """Ids and physical names for every field under column mapping (``log/column_mapping``):
+        fields this transaction or the table already mapped keep theirs, new fields get fresh ones."""
+        read = self.snapshot.metadata if self.snapshot is not None else None
+        current = self.metadata
+        if column_mapping.mode_of(metadata.configuration) == "none" and (
+            read is None or column_mapping.mode_of(read.configuration) == "none"
+        ):
+            return metadata
+        schema, configuration = column_mapping.assign(
+            metadata.schema,
+            metadata.configuration,
+            current.schema if current is not None else None,
+            read.configuration if read is not None else None,
+        )
+        return replace(
+            metadata, schema_string=json.dumps(schema, separators=(",", ":")), configuration=configuration
+        )
+
     def update_metadata(self, metadata: Metadata) -> None:
         """Change schema, partitioning or properties in this commit (and upgrade the protocol if needed).
 
@@ -163,6 +183,7 @@ class OptimisticTransaction:
         # Property values are strings in the log ("true", not true).
         configuration = {k: _conf_str(v) for k, v in metadata.configuration.items()}
         metadata = replace(metadata, configuration=configuration)
+        metadata = self._with_column_mapping(metadata)
         schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
         missing = [c for c in metadata.partition_columns if c not in schema_columns]
         if missing:
@@ -238,9 +259,12 @@ class OptimisticTransaction:
             raise InvalidArgumentError(
                 "domainMetadata actions require the 'domainMetadata' writer feature in the table protocol."
             )
+        mapped = column_mapping.is_mapped(metadata.schema) if metadata.partition_columns else False
+        keys = [column_mapping.partition_key(metadata.schema, c, mapped) for c in metadata.partition_columns]
         for a in actions:
             if isinstance(a, AddFile):
-                absent = [c for c in metadata.partition_columns if c not in a.partition_values]
+                pairs = zip(metadata.partition_columns, keys, strict=True)
+                absent = [c for c, k in pairs if k not in a.partition_values]
                 if absent:
                     raise InvalidArgumentError(
                         f"add {a.path} has no partition value for {absent}; every partition column needs an "

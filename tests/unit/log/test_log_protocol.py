@@ -52,15 +52,18 @@ def test_readable(protocol: Protocol) -> None:
 
 
 @pytest.mark.parametrize(
+    ("protocol", "mode"),
+    [(Protocol(2, 5), "name"), (_features(["columnMapping"], ["columnMapping"]), "id")],
+)
+def test_column_mapping_in_use_is_readable_and_writable(protocol: Protocol, mode: str) -> None:
+    check_can_read(protocol, _md({"delta.columnMapping.mode": mode}))
+    check_can_write(protocol, _md({"delta.columnMapping.mode": mode}))
+
+
+@pytest.mark.parametrize(
     ("protocol", "metadata", "feature"),
     [
         (Protocol(4, 7), _md(), "reader version 4"),
-        (Protocol(2, 5), _md({"delta.columnMapping.mode": "name"}), "columnMapping"),
-        (
-            _features(["columnMapping"], ["columnMapping"]),
-            _md({"delta.columnMapping.mode": "id"}),
-            "columnMapping",
-        ),
         (
             _features(["variantType"], ["variantType"]),
             _md(schema=_schema(_field("v", "variant"))),
@@ -119,7 +122,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
     ("protocol", "metadata", "feature"),
     [
         (Protocol(1, 8), _md(), "writer version 8"),
-        (Protocol(2, 5), _md({"delta.columnMapping.mode": "name"}), "columnMapping"),
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), _md(), "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
         (

@@ -172,11 +172,23 @@ def test_update_metadata_upgrades_protocol_and_keeps_id(tmp_path: Path) -> None:
 def test_update_metadata_to_unsupported_feature_is_refused(tmp_path: Path) -> None:
     log = create_table(str(tmp_path / "t"))
     txn = OptimisticTransaction(log)
-    txn.update_metadata(table_metadata({"delta.columnMapping.mode": "name"}))
-    assert txn.protocol == Protocol(2, 5)
-    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
+    txn.update_metadata(table_metadata({"delta.enableRowTracking": "true"}))
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
         txn.commit([], Operation("SET TBLPROPERTIES"))
     assert log.latest_version() == 0
+
+
+def test_enabling_column_mapping_keeps_the_existing_names_as_physical_names(tmp_path: Path) -> None:
+    log = create_table(str(tmp_path / "t"))
+    txn = OptimisticTransaction(log)
+    txn.update_metadata(table_metadata({"delta.columnMapping.mode": "name"}))
+    assert txn.protocol == Protocol(2, 5)
+    txn.commit([], Operation("SET TBLPROPERTIES"))
+    meta = log.update().metadata
+    fields = meta.schema["fields"]
+    assert [f["metadata"]["delta.columnMapping.physicalName"] for f in fields] == [f["name"] for f in fields]
+    assert [f["metadata"]["delta.columnMapping.id"] for f in fields] == list(range(1, len(fields) + 1))
+    assert meta.configuration["delta.columnMapping.maxColumnId"] == str(len(fields))
 
 
 def test_configuration_values_are_written_as_strings(tmp_path: Path) -> None:

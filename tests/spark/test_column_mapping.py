@@ -1,0 +1,280 @@
+"""Column mapping (``delta.columnMapping.mode`` ``name`` and ``id``): physical names in the data files,
+statistics and partition values; fresh ids and names for columns added by schema evolution; the
+existing names kept when a table is upgraded from ``none``; tables of delta-rs read and written."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.cdf_read import read_changes
+from deltamerge.errors import DeltaMergeError
+from deltamerge.io import snapshot_for
+
+pytestmark = pytest.mark.spark
+
+PHYS = "delta.columnMapping.physicalName"
+ID = "delta.columnMapping.id"
+
+
+def _create(spark, path: str, mode: str, *, dv: bool = False, cdf: bool = False) -> None:
+    df = spark.createDataFrame(
+        [(1, "a", (1, "x"), "p1"), (2, "b", (2, "y"), "p2"), (3, "c", (3, "z"), "p1")],
+        "id long, v string, s struct<a:int,b:string>, part string",
+    ).coalesce(1)  # one file per partition
+    conf = {"delta.columnMapping.mode": mode}
+    if dv:
+        conf["delta.enableDeletionVectors"] = "true"
+    if cdf:
+        conf["delta.enableChangeDataFeed"] = "true"
+    deltamerge.write(df, path, mode="overwrite", partition_by=["part"], configuration=conf)
+
+
+def _rows(spark, path: str) -> list[tuple]:
+    return sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+
+
+def _fields(path: str) -> list[dict]:
+    return snapshot_for(path).metadata.schema["fields"]
+
+
+def _data_files(path: str) -> list[str]:
+    return sorted(f for f in glob.glob(f"{path}/**/*.parquet", recursive=True) if "_change_data" not in f)
+
+
+def _rs_rows(path: str) -> list[dict]:
+    # delta-rs reads column mapping through DataFusion (its pyarrow dataset path does not map names).
+    from deltalake import DeltaTable as RsTable
+    from deltalake import QueryBuilder
+
+    out = QueryBuilder().register("t", RsTable(path)).execute("SELECT * FROM t ORDER BY id").read_all()
+    return pa.table(out).to_pylist()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_files_statistics_and_partition_values_use_physical_names(spark, tmp_path, mode: str) -> None:
+    path = str(tmp_path / "t")
+    _create(spark, path, mode)
+    snap = snapshot_for(path)
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (2, 5)
+    fields = snap.metadata.schema["fields"]
+    physical = {f["name"]: f["metadata"][PHYS] for f in fields}
+    assert all(p.startswith("col-") for p in physical.values())
+    nested = fields[2]["type"]["fields"]
+    assert [f["metadata"][ID] for f in fields] + [f["metadata"][ID] for f in nested] != []
+    ids = sorted([f["metadata"][ID] for f in fields] + [f["metadata"][ID] for f in nested])
+    assert ids == list(range(1, 7))
+    assert snap.metadata.configuration["delta.columnMapping.maxColumnId"] == "6"
+    for add in snap.files:
+        assert list(add.partition_values) == [physical["part"]]
+        stats = json.loads(add.stats or "{}")
+        assert set(stats["minValues"]) == {physical["id"], physical["v"], physical["s"]}
+    schema = pq.read_schema(_data_files(path)[0])
+    assert schema.names == [physical["id"], physical["v"], physical["s"]]
+    inner = schema.field(physical["s"]).type
+    assert [inner.field(i).name for i in range(inner.num_fields)] == [f["metadata"][PHYS] for f in nested]
+    field_ids = [(schema.field(n).metadata or {}).get(b"PARQUET:field_id") for n in schema.names]
+    if mode == "id":
+        assert field_ids == [str(physical_id).encode() for physical_id in (1, 2, 3)]
+    else:
+        assert field_ids == [None, None, None]
+    assert _rows(spark, path) == [
+        (1, "a", (1, "x"), "p1"),
+        (2, "b", (2, "y"), "p2"),
+        (3, "c", (3, "z"), "p1"),
+    ]
+    assert deltamerge.read(spark, path).where("s.a >= 2 AND part = 'p1'").select("id").collect()[0][0] == 3
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_merge_upsert_delete_and_change_data(spark, tmp_path, mode: str, dv: bool) -> None:
+    path = str(tmp_path / "t")
+    _create(spark, path, mode, dv=dv, cdf=True)
+    source = spark.createDataFrame(
+        [(2, "B", (20, "yy"), "p2"), (3, None, None, "p1"), (4, "d", (4, "w"), "p2")],
+        "id long, v string, s struct<a:int,b:string>, part string",
+    )
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedDelete("s.v IS NULL")
+        .whenMatchedUpdate(set={"v": "s.v", "s.a": "s.s.a"})
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    assert _rows(spark, path) == [
+        (1, "a", (1, "x"), "p1"),
+        (2, "B", (20, "y"), "p2"),
+        (4, "d", (4, "w"), "p2"),
+    ]
+    changes = read_changes(spark, path, 1, 1)
+    got = sorted((r.id, r.v, r._change_type) for r in changes.collect())
+    assert got == [
+        (2, "B", "update_postimage"),
+        (2, "b", "update_preimage"),
+        (3, "c", "delete"),
+        (4, "d", "insert"),
+    ]
+    snap = snapshot_for(path)
+    if dv:
+        assert any(f.deletion_vector is not None for f in snap.files)
+    assert _rs_rows(path) == [
+        {"id": 1, "v": "a", "s": {"a": 1, "b": "x"}, "part": "p1"},
+        {"id": 2, "v": "B", "s": {"a": 20, "b": "y"}, "part": "p2"},
+        {"id": 4, "v": "d", "s": {"a": 4, "b": "w"}, "part": "p2"},
+    ]
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_schema_evolution_gives_new_columns_fresh_ids_and_names(spark, tmp_path, mode: str) -> None:
+    path = str(tmp_path / "t")
+    _create(spark, path, mode)
+    before = {f["name"]: f["metadata"] for f in _fields(path)}
+    source = spark.createDataFrame(
+        [(3, "C", (30, "zz", True), 9), (5, "e", (5, "q", False), 7)],
+        "id long, v string, s struct<a:int,b:string,c:boolean>, extra int",
+    )
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .withSchemaEvolution()
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    fields = _fields(path)
+    after = {f["name"]: f["metadata"] for f in fields}
+    for name, md in before.items():
+        assert after[name][PHYS] == md[PHYS] and after[name][ID] == md[ID]
+    assert after["extra"][PHYS].startswith("col-") and after["extra"][ID] > 6
+    nested = {f["name"]: f["metadata"] for f in fields[2]["type"]["fields"]}
+    assert nested["c"][ID] > 6 and nested["c"][ID] != after["extra"][ID]
+    top = max(after["extra"][ID], nested["c"][ID])
+    assert snapshot_for(path).metadata.configuration["delta.columnMapping.maxColumnId"] == str(top)
+    assert _rows(spark, path) == [
+        (1, "a", (1, "x", None), "p1", None),
+        (2, "b", (2, "y", None), "p2", None),
+        (3, "C", (30, "zz", True), "p1", 9),
+        (5, "e", (5, "q", False), None, 7),
+    ]
+    # An append with mergeSchema maps its new column too, and older files still read.
+    more = spark.createDataFrame([(6, "f", "p2", "n")], "id long, v string, part string, note string")
+    deltamerge.write(more, path, mode="append", merge_schema=True)
+    note = {f["name"]: f["metadata"] for f in _fields(path)}["note"]
+    assert note[ID] == top + 1
+    assert deltamerge.read(spark, path).where("note = 'n'").select("id").collect()[0][0] == 6
+    assert deltamerge.read(spark, path).where("extra = 9").select("id").collect()[0][0] == 3
+
+
+def test_update_and_delete(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    _create(spark, path, "name")
+    table = DeltaTable.forPath(spark, path)
+    table.update("part = 'p1'", {"v": "upper(v)", "s.b": "'!'"})
+    table.delete("id = 2")
+    assert _rows(spark, path) == [(1, "A", (1, "!"), "p1"), (3, "C", (3, "!"), "p1")]
+
+
+def test_data_skipping_and_file_pruning_read_the_physical_statistics(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    df = spark.range(0, 400, 1, 4).selectExpr("id", "CAST(id AS STRING) AS v")
+    deltamerge.write(df, path, mode="overwrite", configuration={"delta.columnMapping.mode": "name"})
+    assert len(snapshot_for(path).files) == 4
+    source = spark.createDataFrame([(5, "five")], "id long, v string")
+    row = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .execute()
+        .collect()[0]
+    )
+    assert row["num_updated_rows"] == 1
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+    assert metrics["numTargetFilesRemoved"] == "1"  # the source keys pruned the other three files
+    assert DeltaTable.forPath(spark, path).toDF().where("id = 5").collect()[0]["v"] == "five"
+
+
+def test_sql_create_and_upgrade_from_none_keeps_existing_names(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id BIGINT, v STRING) USING delta "
+        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
+    )
+    assert all(f["metadata"][PHYS].startswith("col-") for f in _fields(path))
+
+    plain = str(tmp_path / "plain")
+    deltamerge.write(
+        spark.createDataFrame([(1, "a"), (2, "b")], "id long, v string"), plain, mode="overwrite"
+    )
+    files = _data_files(plain)
+    deltamerge.sql(
+        spark, f"ALTER TABLE delta.`{plain}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
+    )
+    fields = _fields(plain)
+    assert [f["metadata"][PHYS] for f in fields] == ["id", "v"]
+    source = spark.createDataFrame([(2, "B", 1.5), (3, "c", 2.5)], "id long, v string, w double")
+    (
+        DeltaTable.forPath(spark, plain)
+        .alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .withSchemaEvolution()
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    w = {f["name"]: f["metadata"] for f in _fields(plain)}["w"]
+    assert w[PHYS].startswith("col-") and w[ID] == 3
+    assert _rows(spark, plain) == [(1, "a", None), (2, "B", 1.5), (3, "c", 2.5)]
+    assert set(files) <= set(_data_files(plain))  # the untouched file was not rewritten
+
+
+def test_changing_the_mode_of_a_mapped_table_is_refused(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    _create(spark, path, "name")
+    version = snapshot_for(path).version
+    for mode in ("id", "none"):
+        with pytest.raises(DeltaMergeError, match="column mapping mode"):
+            deltamerge.sql(
+                spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = '{mode}')"
+            )
+    with pytest.raises(DeltaMergeError, match="DELTA_MODE_NOT_SUPPORTED"):
+        deltamerge.write(
+            spark.range(1),
+            str(tmp_path / "bad"),
+            configuration={"delta.columnMapping.mode": "names"},
+        )
+    assert snapshot_for(path).version == version
+    assert not os.path.exists(str(tmp_path / "bad" / "_delta_log"))
+
+
+def test_tables_of_delta_rs_are_read_and_merged(spark, tmp_path) -> None:
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "rs")
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"], "part": ["x", "y", "x"]})
+    write_deltalake(path, data, partition_by=["part"], configuration={"delta.columnMapping.mode": "name"})
+    assert _rows(spark, path) == [(1, "a", "x"), (2, "b", "y"), (3, "c", "x")]
+    source = spark.createDataFrame([(2, "B", "y"), (4, "d", "y")], "id long, v string, part string")
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    expected = [(1, "a", "x"), (2, "B", "y"), (3, "c", "x"), (4, "d", "y")]
+    assert _rows(spark, path) == expected
+    assert [(r["id"], r["v"], r["part"]) for r in _rs_rows(path)] == expected
