@@ -16,7 +16,7 @@ warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
 def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         # one warehouse per test process: pytest-xdist workers must not share managed tables
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
@@ -29,8 +29,13 @@ def spark(tmp_path_factory):
         .config("spark.driver.memory", "2g")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .getOrCreate()
     )
+    # DELTAMERGE_TEST_TABLE_DEFAULTS="columnMapping.mode=name,..." runs the suite with Delta's
+    # defaults for new tables (e.g. every table column-mapped), a check of the features' reach.
+    for item in filter(None, os.environ.get("DELTAMERGE_TEST_TABLE_DEFAULTS", "").split(",")):
+        key, _, value = item.partition("=")
+        builder = builder.config(f"spark.databricks.delta.properties.defaults.{key.strip()}", value.strip())
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

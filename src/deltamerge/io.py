@@ -30,7 +30,7 @@ from deltamerge.log.column_mapping import is_mapped
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
-from deltamerge.spark.session import conf_getter, quick_replies, session_time_zone
+from deltamerge.spark.session import conf_getter, quick_replies, session_time_zone, table_property_defaults
 from deltamerge.spark.types import as_nullable, quote_name, schema_string, to_delta_schema, to_spark_schema
 from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
@@ -178,7 +178,8 @@ def write(
                 "Cannot use all columns for partition columns: the data files need at least one column.",
                 error_class="DELTA_CANNOT_USE_ALL_COLUMNS_FOR_PARTITION",
             )
-        conf = dict(configuration or {}) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
+        # A new table takes Delta's session defaults; the given properties win.
+        conf = table_property_defaults(spark) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
         for k, v in (configuration or {}).items():
             conf[k] = (
                 ("true" if v else "false") if isinstance(v, bool) else str(v)

@@ -214,10 +214,11 @@ def _check_properties(props: dict[str, str]) -> dict[str, str]:
     out = {}
     for key, value in props.items():
         low = key.lower()
-        if low in ("delta.minreaderversion", "delta.minwriterversion") or low.startswith("delta.feature."):
+        if low.startswith("delta.feature."):
             raise UnsupportedOperationError(
-                f"Setting {key} is not implemented by deltamerge: protocol versions and features follow "
-                "from the table properties (e.g. delta.enableDeletionVectors)."
+                f"Setting {key} is not implemented by deltamerge: table features follow from the table "
+                "properties (e.g. delta.enableDeletionVectors); delta.minReaderVersion and "
+                "delta.minWriterVersion raise the protocol versions."
             )
         if low in _BOOLEAN_PROPERTIES:
             try:

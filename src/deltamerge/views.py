@@ -47,15 +47,29 @@ def split_items(text: str) -> list[str]:
     return [i for i in items if i]
 
 
-def _passes_through(args: str) -> bool:
+def _passes_through(args: str, physical: dict[str, str] | None = None) -> bool:
+    """Whether a Project passes every column through under its own name (or, with ``physical``
+    given, under the logical name of the physical column it reads: a column-mapped table's scan)."""
     body = args.strip()
     if not (body.startswith("[") and body.endswith("]")):
         return False
     for item in split_items(body[1:-1]):
         m = _PASS.match(item)
-        if m is None or (m.group(2) is not None and m.group(2).lower() != m.group(1).lower()):
+        if m is None:
+            return False
+        source, name = m.group(1), m.group(2)
+        if name is None or name.lower() == source.lower():
+            continue
+        if physical is None or physical.get(name.lower()) != source:
             return False
     return True
+
+
+def _physical_names(path: str) -> dict[str, str]:
+    from deltamerge.io import snapshot_for
+    from deltamerge.log.column_mapping import physical_names
+
+    return {k.lower(): v for k, v in physical_names(snapshot_for(path).metadata.schema).items()}
 
 
 def enclosing_table_root(path: str) -> str | None:
@@ -125,6 +139,7 @@ def view_target_path(
     nodes = plan_nodes(df)
     path: str | None = None
     full_scan = True
+    first: tuple[str, str] | None = None
     for node, args in nodes:
         if node in _WRAPPERS or (node == "Project" and _passes_through(args)):
             inner = _registered_view(node, args, name)
@@ -134,12 +149,16 @@ def view_target_path(
             continue
         # the first other node must be deltamerge's own scan (its helper columns are named __dm_*)
         full_scan = node in _SCAN_LEAVES or "__dm_" in args
+        first = (node, args)
         break
     if path is None:  # a view over deltamerge.read(...): its files lie under the table root
         roots = {enclosing_table_root(f) for f in df.inputFiles()}
         path = roots.pop() if len(roots) == 1 else None
         if path is None:
             return None
+    if not full_scan and first is not None and first[0] == "Project":
+        # a column-mapped table's scan renames its physical columns to the logical names
+        full_scan = _passes_through(first[1], _physical_names(path))
     if check_columns:  # as in Delta, an extra column is reported before a partial scan
         _check_columns(name, df, path)
     if not full_scan:

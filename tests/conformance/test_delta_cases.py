@@ -136,7 +136,24 @@ def _exec_python_df(spark, code: str):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case,entry", _params())
+def _column_mapped_params():
+    """Every case once more on a column-mapped target (``name`` and ``id`` modes in turn), through
+    its first entry: Delta runs its MERGE suites in both modes too (``...ColMapNameMode``)."""
+    params = []
+    for i, case in enumerate(CASES):
+        entry = "sql" if case.get("merge_sql") else "builder"
+        mode = ("name", "id")[i % 2]
+        body = {
+            **case,
+            "target_properties": {**(case.get("target_properties") or {}), "delta.columnMapping.mode": mode},
+        }
+        params.append(
+            pytest.param(body, entry, id=f"{case['id']}-{case['name']}-columnMapping{mode.title()}-{entry}")
+        )
+    return params
+
+
+@pytest.mark.parametrize("case,entry", _params() + _column_mapped_params())
 def test_case(spark, tmp_path, spark_conf, case, entry):
     target_path = str(tmp_path / "target")
     if case.get("target_create_python"):

@@ -278,3 +278,54 @@ def test_tables_of_delta_rs_are_read_and_merged(spark, tmp_path) -> None:
     expected = [(1, "a", "x"), (2, "B", "y"), (3, "c", "x"), (4, "d", "y")]
     assert _rows(spark, path) == expected
     assert [(r["id"], r["v"], r["part"]) for r in _rs_rows(path)] == expected
+
+
+def test_merge_keeps_comments_and_mapping_metadata(spark, tmp_path) -> None:
+    """Delta's ``merge correctly handle field metadata`` (MergeIntoSuiteBase): a target with user
+    metadata (comments) and column mapping on a top-level column and a nested field, created with
+    the protocol versions in TBLPROPERTIES as Delta's documentation does it."""
+    path = str(tmp_path / "t")
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (key INT NOT NULL COMMENT 'data column', value INT NOT NULL, "
+        "cstruct STRUCT<foo: INT COMMENT 'foo field'>) USING delta TBLPROPERTIES ("
+        "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5', "
+        "'delta.columnMapping.mode' = 'name')",
+    )
+    snap = snapshot_for(path)
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (2, 5)
+    assert "delta.minReaderVersion" not in snap.metadata.configuration
+    deltamerge.sql(spark, f"INSERT INTO delta.`{path}` VALUES (0, 0, null)")
+    spark.createDataFrame([(1, 1)], "key int, value int").createOrReplaceTempView("cm_source")
+    deltamerge.sql(
+        spark,
+        f"MERGE INTO delta.`{path}` AS target USING cm_source AS source ON source.key = target.key "
+        "WHEN MATCHED AND target.key = 1 THEN UPDATE SET target.value = 42 "
+        "WHEN NOT MATCHED BY SOURCE AND target.key = 100 THEN UPDATE SET target.value = 22",
+    )
+    fields = _fields(path)
+    assert fields[0]["metadata"]["comment"] == "data column" and PHYS in fields[0]["metadata"]
+    nested = fields[2]["type"]["fields"][0]["metadata"]
+    assert nested["comment"] == "foo field" and PHYS in nested
+    assert _rows(spark, path) == [(0, 0, None)]
+    read = deltamerge.read(spark, path).schema
+    assert read["key"].metadata == {"comment": "data column"}  # the mapping stays internal
+
+
+def test_alter_table_with_protocol_versions_enables_column_mapping(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id long, v string"), path, mode="overwrite")
+    deltamerge.sql(
+        spark,
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.minReaderVersion' = '2', "
+        "'delta.minWriterVersion' = '5', 'delta.columnMapping.mode' = 'name')",
+    )
+    snap = snapshot_for(path)
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (2, 5)
+    assert [f["metadata"][PHYS] for f in _fields(path)] == ["id", "v"]
+    assert _rows(spark, path) == [(1, "a")]
+    with pytest.raises(DeltaMergeError, match="DELTA_INVALID_PROTOCOL_VERSION"):
+        deltamerge.sql(
+            spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.minWriterVersion' = '8')"
+        )
+    assert snapshot_for(path).version == snap.version

@@ -20,8 +20,8 @@ after skipping (Delta reads the same numbers from its usage logs and scan report
 tests (Columns, pre-resolved ``df["col"]`` references, empty maps) are ``ApiCase``s.
 
 Not ported:
-- ``merge correctly handle field metadata``: needs column mapping (``delta.columnMapping.mode =
-  name``), which deltamerge does not implement.
+- ``merge correctly handle field metadata``: ported to ``tests/spark/test_column_mapping.py``
+  (``test_merge_keeps_comments_and_mapping_metadata``).
 - ``UDT Data Types - simple and nested``: UDTs defined in Scala.
 - ``Variant type``: kept as a case but skipped: deltamerge refuses tables with the ``variantType``
   table feature.
@@ -34,8 +34,9 @@ Not ported:
 - ``merge into a dataset temp views with star`` and ``Update specific column does not work in temp
   views``: temp-view targets.
 - ``delta merge into clause with invalid data type.``: calls a Delta-internal helper directly.
-- The column-mapping and predicate-pushdown generated variants (unsupported / a Delta-internal
-  optimizer switch), and the name-based variants (deltamerge's names map to the same paths).
+- The column-mapping and predicate-pushdown generated variants (column mapping runs the shared
+  conformance cases on mapped targets instead, ``tests/conformance``; predicate pushdown is a
+  Delta-internal optimizer switch), and the name-based variants (deltamerge's names map to the same paths).
 - ``merge after schema change``: Delta asserts that the second merge through a stale ``DeltaTable``
   throws (a Delta limitation its comment says should be fixed); deltamerge's ``DeltaTable`` reads
   the newest snapshot on every call, so the second merge is checked to succeed instead.

@@ -17,7 +17,6 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from deltamerge import catalog
 from deltamerge.builders.common import discard, table_root, write_data
-from deltamerge.config import SessionConf
 from deltamerge.errors import (
     AnalysisError,
     InvalidArgumentError,
@@ -30,7 +29,7 @@ from deltamerge.identity import column_metadata as identity_metadata
 from deltamerge.identity import validate as validate_identity
 from deltamerge.log.actions import Action, Metadata
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark.session import case_sensitive, conf_getter
+from deltamerge.spark.session import case_sensitive, conf_getter, table_property_defaults
 from deltamerge.spark.types import quote_name, schema_string
 from deltamerge.spark.write import now_ms
 from deltamerge.txn.operations import Operation
@@ -64,21 +63,6 @@ def _register_name(name: str) -> str:
             "Use a name without a database, or a path with .location(...)."
         )
     return parts[0]
-
-
-def _session_defaults(spark: SparkSession) -> dict[str, str]:
-    """``spark.databricks.delta.properties.defaults.*`` for new tables (as Delta applies them)."""
-    get = conf_getter(spark)
-    out = {}
-    for s in (
-        SessionConf.DEFAULT_ENABLE_CDF,
-        SessionConf.DEFAULT_ENABLE_DVS,
-        SessionConf.DEFAULT_ENABLE_TYPE_WIDENING,
-    ):
-        value = get(s.key)
-        if value:
-            out["delta." + s.key.rsplit(".", 1)[1]] = value
-    return out
 
 
 def _check_schema(schema: StructType, partition_by: Sequence[str]) -> list[str]:
@@ -173,7 +157,7 @@ def create_table(
     parts = _check_schema(schema, partition_by)
     validate_generated(spark, schema, case_sensitive=case_sensitive(spark))
     validate_identity(schema, parts)
-    conf = {} if replacing else _session_defaults(spark)
+    conf = {} if replacing else table_property_defaults(spark)
     conf.update(
         {
             k: ("true" if v else "false") if isinstance(v, bool) else str(v)

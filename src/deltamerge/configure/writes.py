@@ -20,6 +20,7 @@ from deltamerge.configure.state import (
     writer_state,
 )
 from deltamerge.errors import InvalidArgumentError, TableAlreadyExistsError
+from deltamerge.spark.session import table_property_defaults
 
 _SAVE_MODES = {
     "error": "error",
@@ -104,7 +105,7 @@ def delta_save(
         df = checked_against(df, replace_where)
     # A new table takes spark.databricks.delta.properties.defaults.* and "delta."-prefixed writer
     # options as table properties.
-    configuration = {} if exists else _default_properties(spark)
+    configuration = {} if exists else table_property_defaults(spark)
     configuration.update({k: v for k, v in options.items() if k.lower().startswith("delta.")})
     try:
         return write(
@@ -119,19 +120,6 @@ def delta_save(
     except Exception as e:
         raise_if_mismatch(e, replace_where)
         raise
-
-
-_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
-
-
-def _default_properties(spark: Any) -> dict[str, str]:
-    """Delta's session defaults for the properties of new tables, as ``delta.<key>`` properties."""
-    try:
-        settings = dict(spark.conf.getAll)
-    except Exception:
-        return {}
-    n = len(_DEFAULTS_PREFIX)
-    return {"delta." + k[n:]: str(v) for k, v in settings.items() if k.startswith(_DEFAULTS_PREFIX)}
 
 
 def _applied(

@@ -29,6 +29,7 @@ PHYSICAL_NAME = "delta.columnMapping.physicalName"
 #: The metadata key Spark's Parquet writer and reader take a field id from.
 PARQUET_FIELD_ID = "parquet.field.id"
 MODES = ("none", "name", "id")
+_MAPPING_KEYS = frozenset({ID, PHYSICAL_NAME, "delta.columnMapping.nested.ids", PARQUET_FIELD_ID})
 
 
 def mode_of(configuration: Mapping[str, str]) -> str:
@@ -137,16 +138,24 @@ def assign(
 
 
 def physical_schema(schema: Mapping[str, Any], *, field_ids: bool) -> dict:
-    """``schema`` with physical names at every level (and the ids as Parquet field ids when
-    ``field_ids``), the schema of the data files. Fields without a physical name keep theirs."""
+    """``schema`` with physical names at every level, the schema of the data files: no metadata but
+    the ids as Parquet field ids when ``field_ids``. Fields without a physical name keep theirs."""
     out = copy.deepcopy(dict(schema))
     for _, f in _fields(out):
         md = dict(f.get("metadata") or {})
         if md.get(PHYSICAL_NAME):
             f["name"] = md[PHYSICAL_NAME]
-        if field_ids and _id(f) is not None:
-            md[PARQUET_FIELD_ID] = _id(f)
-        f["metadata"] = md
+        field_id = _id(f)
+        f["metadata"] = {PARQUET_FIELD_ID: field_id} if field_ids and field_id is not None else {}
+    return out
+
+
+def without_mapping_metadata(schema: Mapping[str, Any]) -> dict:
+    """``schema`` without the column-mapping keys: what readers show (Delta drops them too)."""
+    out = copy.deepcopy(dict(schema))
+    for _, f in _fields(out):
+        md = f.get("metadata") or {}
+        f["metadata"] = {k: v for k, v in md.items() if k not in _MAPPING_KEYS}
     return out
 
 

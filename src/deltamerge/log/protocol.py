@@ -404,3 +404,48 @@ def upgrade(old: Protocol, configuration: Mapping[str, str], schema_json: Any) -
     if reader >= 3:
         return _build(3, 7, all_r, all_w | all_r)
     return _build(reader, 7, (), all_w | all_r)
+
+
+#: Table properties that ask for a protocol instead of being stored (Delta drops them too).
+MIN_READER_PROPERTY = "delta.minReaderVersion"
+MIN_WRITER_PROPERTY = "delta.minWriterVersion"
+
+
+def requested_versions(configuration: Mapping[str, str]) -> tuple[dict[str, str], int, int]:
+    """``configuration`` without ``delta.minReaderVersion`` / ``delta.minWriterVersion``, and the
+    versions they ask for (1 when absent)."""
+    rest: dict[str, str] = {}
+    wanted = {MIN_READER_PROPERTY.lower(): 1, MIN_WRITER_PROPERTY.lower(): 1}
+    for k, v in configuration.items():
+        if k.lower() not in wanted:
+            rest[k] = v
+            continue
+        try:
+            wanted[k.lower()] = int(str(v).strip())
+        except ValueError:
+            raise UnsupportedFeatureError(
+                f"{k} must be a protocol version number, not '{v}'.",
+                error_class="DELTA_INVALID_PROTOCOL_VERSION",
+            ) from None
+    return rest, wanted[MIN_READER_PROPERTY.lower()], wanted[MIN_WRITER_PROPERTY.lower()]
+
+
+def at_least(protocol: Protocol, reader: int, writer: int) -> Protocol:
+    """``protocol`` raised to at least the given versions (``delta.minReaderVersion`` and
+    ``delta.minWriterVersion`` in table properties). Legacy versions imply their features, which
+    deltamerge supports; reaching reader 3 or writer 7 lists the features the table had."""
+    if reader > MAX_READER_VERSION or writer > MAX_WRITER_VERSION or reader < 1 or writer < 1:
+        raise UnsupportedFeatureError(
+            f"Protocol version ({reader}, {writer}) is not supported: deltamerge supports reader "
+            f"versions 1 to {MAX_READER_VERSION} and writer versions 1 to {MAX_WRITER_VERSION}.",
+            error_class="DELTA_INVALID_PROTOCOL_VERSION",
+        )
+    r = max(protocol.min_reader_version, reader)
+    w = max(protocol.min_writer_version, writer)
+    if (r, w) == (protocol.min_reader_version, protocol.min_writer_version):
+        return protocol
+    if r < 3 and w < 7:
+        return _build(r, w, (), ())
+    readers = set(reader_features(protocol))
+    writers = set(writer_features(protocol)) | readers
+    return _build(r, max(w, 7) if r >= 3 else w, readers, writers)

@@ -156,7 +156,7 @@ class _Physical:
             col = F.col(quote_name(pf.name))
             if lf.dataType.simpleString() != pf.dataType.simpleString():
                 col = col.cast(lf.dataType)
-            out.append(col.alias(lf.name))
+            out.append(col.alias(lf.name, metadata=lf.metadata) if lf.metadata else col.alias(lf.name))
         return out
 
 
@@ -375,9 +375,11 @@ def scan(
     (physical rows, e.g. for a MERGE that computes new DVs). ``with_row_index`` is always the physical
     Parquet row position.
     """
+    mapping = _physical(schema_json, partition_columns)
+    if mapping is not None:  # readers do not show the mapping's ids and physical names
+        schema_json = column_mapping.without_mapping_metadata(schema_json)
     schema = to_spark_schema(schema_json)
     stored = data_schema(schema, tuple(partition_columns))
-    mapping = _physical(schema_json, partition_columns)
     extra: list[StructField] = []
     if with_file:
         extra.append(StructField(FILE_COL, StringType(), False))

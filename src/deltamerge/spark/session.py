@@ -48,6 +48,20 @@ def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
     return get
 
 
+_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+
+
+def table_property_defaults(spark: SparkSession) -> dict[str, str]:
+    """Delta's session defaults for the properties of new tables
+    (``spark.databricks.delta.properties.defaults.<key>`` -> ``delta.<key>``)."""
+    try:
+        settings = dict(spark.conf.getAll)
+    except Exception:
+        return {}
+    n = len(_DEFAULTS_PREFIX)
+    return {"delta." + k[n:]: str(v) for k, v in settings.items() if k.startswith(_DEFAULTS_PREFIX)}
+
+
 def setting(spark: SparkSession, s: Setting):  # type: ignore[no-untyped-def]
     """Read one typed setting from the session."""
     return s.get(conf_getter(spark))

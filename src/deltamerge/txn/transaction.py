@@ -48,7 +48,15 @@ from deltamerge.log.actions import (
     SetTransaction,
     serialize_commit,
 )
-from deltamerge.log.protocol import DOMAIN_METADATA, check_can_write, protocol_for, upgrade, writer_features
+from deltamerge.log.protocol import (
+    DOMAIN_METADATA,
+    at_least,
+    check_can_write,
+    protocol_for,
+    requested_versions,
+    upgrade,
+    writer_features,
+)
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.txn.conflicts import (
     ISOLATION_LEVELS,
@@ -182,6 +190,7 @@ class OptimisticTransaction:
             )
         # Property values are strings in the log ("true", not true).
         configuration = {k: _conf_str(v) for k, v in metadata.configuration.items()}
+        configuration, min_reader, min_writer = requested_versions(configuration)
         metadata = replace(metadata, configuration=configuration)
         metadata = self._with_column_mapping(metadata)
         schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
@@ -198,6 +207,12 @@ class OptimisticTransaction:
             upgraded = upgrade(base, metadata.configuration, metadata.schema)
             if upgraded is not None:
                 self._new_protocol = upgraded
+        if (min_reader, min_writer) != (1, 1):
+            current = self.protocol
+            assert current is not None
+            raised = at_least(current, min_reader, min_writer)
+            if raised != current:
+                self._new_protocol = raised
 
     def update_protocol(self, protocol: Protocol) -> None:
         """Set an explicit protocol in this commit (e.g. to add a table feature)."""

@@ -302,3 +302,23 @@ def test_every_reader_feature_is_a_writer_feature() -> None:
 )
 def test_upgrade(old: Protocol, configuration: dict, schema: dict, expected: Protocol | None) -> None:
     assert upgrade(old, configuration, schema) == expected
+
+
+def test_requested_versions_raise_the_protocol_and_leave_the_properties() -> None:
+    from deltamerge.log.protocol import at_least, requested_versions
+
+    rest, reader, writer = requested_versions(
+        {"delta.minReaderVersion": "2", "delta.minWriterVersion": "5", "delta.columnMapping.mode": "name"}
+    )
+    assert rest == {"delta.columnMapping.mode": "name"} and (reader, writer) == (2, 5)
+    assert at_least(Protocol(1, 2), reader, writer) == Protocol(2, 5)
+    assert at_least(Protocol(2, 5), 1, 4) == Protocol(2, 5)  # never lowered
+    raised = at_least(Protocol(2, 5), 1, 7)
+    assert (raised.min_reader_version, raised.min_writer_version) == (2, 7)
+    assert "columnMapping" in (raised.writer_features or ())
+    features = at_least(_features(["deletionVectors"], ["deletionVectors"]), 3, 7)
+    assert features == _features(["deletionVectors"], ["deletionVectors"])
+    with pytest.raises(UnsupportedFeatureError, match="DELTA_INVALID_PROTOCOL_VERSION"):
+        at_least(Protocol(1, 2), 1, 8)
+    with pytest.raises(UnsupportedFeatureError, match="DELTA_INVALID_PROTOCOL_VERSION"):
+        requested_versions({"delta.minWriterVersion": "five"})
