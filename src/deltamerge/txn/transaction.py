@@ -208,10 +208,10 @@ class OptimisticTransaction:
             if upgraded is not None:
                 self._new_protocol = upgraded
         if (min_reader, min_writer) != (1, 1):
-            current = self.protocol
-            assert current is not None
-            raised = at_least(current, min_reader, min_writer)
-            if raised != current:
+            protocol = self.protocol
+            assert protocol is not None
+            raised = at_least(protocol, min_reader, min_writer)
+            if raised != protocol:
                 self._new_protocol = raised
 
     def update_protocol(self, protocol: Protocol) -> None:
