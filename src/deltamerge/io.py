@@ -31,7 +31,14 @@ from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
 from deltamerge.spark.session import conf_getter, quick_replies, session_time_zone, table_property_defaults
-from deltamerge.spark.types import as_nullable, quote_name, schema_string, to_delta_schema, to_spark_schema
+from deltamerge.spark.types import (
+    as_nullable,
+    quote_name,
+    same_shape,
+    schema_string,
+    to_delta_schema,
+    to_spark_schema,
+)
 from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -97,7 +104,7 @@ def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[Dat
         if src is None:
             cols.append(F.lit(None).cast(f.dataType).alias(f.name))
             continue
-        if as_nullable(src.dataType) == as_nullable(f.dataType):
+        if same_shape(src.dataType, f.dataType):
             # Same type up to nested nullability: written as it is; NOT NULL is checked on write
             # (a cast to a non-nullable nested field is not allowed).
             cols.append(F.col(quote_name(src.name)).alias(f.name))

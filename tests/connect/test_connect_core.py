@@ -429,3 +429,26 @@ def test_identity_columns(connect_spark, path):
     schema = snapshot_for(path).metadata.schema
     mark = schema["fields"][0]["metadata"]["delta.identity.highWaterMark"]
     assert mark >= max(ids)
+
+
+def test_column_mapping(connect_spark, path):
+    """A column-mapped table (nested field, partition column) written, merged with schema
+    evolution and read back over Connect: physical names in the files, logical names in the reads."""
+    spark = connect_spark
+    ddl = "id long, s struct<a:int,b:string>, part string"
+    df = spark.createDataFrame([(1, (1, "x"), "p1"), (2, (2, "y"), "p2")], ddl)
+    deltamerge.write(df, path, partition_by=["part"], configuration={"delta.columnMapping.mode": "id"})
+    src = spark.createDataFrame([(2, (20, "yy"), "p2", 5), (3, (3, "z"), "p1", 6)], ddl + ", n int")
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(src.alias("s"), "t.id = s.id")
+        .withSchemaEvolution()
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    rows = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+    assert rows == [(1, (1, "x"), "p1", None), (2, (20, "yy"), "p2", 5), (3, (3, "z"), "p1", 6)]
+    fields = snapshot_for(path).metadata.schema["fields"]
+    assert all(f["metadata"]["delta.columnMapping.physicalName"].startswith("col-") for f in fields)

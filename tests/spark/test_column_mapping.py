@@ -329,3 +329,49 @@ def test_alter_table_with_protocol_versions_enables_column_mapping(spark, tmp_pa
             spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.minWriterVersion' = '8')"
         )
     assert snapshot_for(path).version == snap.version
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_delta_rs_merges_into_a_mapped_table_of_deltamerge(spark, tmp_path, mode: str) -> None:
+    from deltalake import DeltaTable as RsTable
+
+    path = str(tmp_path / "t")
+    _create(spark, path, mode)
+    source = pa.table({"id": pa.array([1, 7], pa.int64()), "v": ["A", "g"], "part": ["p1", "p2"]})
+    (
+        RsTable(path)
+        .merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update(updates={"v": "s.v"})
+        .when_not_matched_insert(updates={"id": "s.id", "v": "s.v", "part": "s.part"})
+        .execute()
+    )
+    assert _rows(spark, path) == [
+        (1, "A", (1, "x"), "p1"),
+        (2, "b", (2, "y"), "p2"),
+        (3, "c", (3, "z"), "p1"),
+        (7, "g", None, "p2"),
+    ]
+
+
+def test_compaction_and_replace_where_keep_physical_names(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    conf = {"delta.columnMapping.mode": "name"}
+    cols = ("id", "CAST(id % 2 AS STRING) AS p", "named_struct('a', id) AS s")
+    df = spark.range(0, 40, 1, 4).selectExpr(*cols)
+    deltamerge.write(df, path, mode="overwrite", partition_by=["p"], configuration=conf)
+    # An append of a struct column: the table's nested field carries mapping metadata, the data not.
+    deltamerge.write(spark.range(40, 41).selectExpr(*cols), path, mode="append")
+    before = _rows(spark, path)
+    assert len(before) == 41
+    DeltaTable.forPath(spark, path).optimize().executeCompaction()
+    snap = snapshot_for(path)
+    assert len(snap.files) == 2 and _rows(spark, path) == before
+    physical = {f["name"]: f["metadata"][PHYS] for f in snap.metadata.schema["fields"]}
+    for f in _data_files(path):
+        if any(f.endswith(a.path.split("/")[-1]) for a in snap.files):
+            assert pq.read_schema(f).names == [physical["id"], physical["s"]]
+    from deltamerge.configure.replace import replace_rows  # format("delta")'s replaceWhere
+
+    new = spark.createDataFrame([(100, "0", (100,))], "id long, p string, s struct<a:long>")
+    replace_rows(new, path, (), False, predicate="p = '0'")
+    assert _rows(spark, path) == sorted([(100, "0", (100,)), *[r for r in before if r[1] == "1"]])

@@ -38,6 +38,23 @@ def as_nullable(dt: DataType) -> DataType:
     return dt
 
 
+def same_shape(a: DataType, b: DataType) -> bool:
+    """Whether two types are equal up to nullability and field metadata (comments, column mapping)."""
+    return _bare(as_nullable(a)) == _bare(as_nullable(b))
+
+
+def _bare(dt: DataType) -> DataType:
+    from pyspark.sql.types import ArrayType, MapType
+
+    if isinstance(dt, StructType):
+        return StructType([StructField(f.name, _bare(f.dataType), f.nullable) for f in dt.fields])
+    if isinstance(dt, ArrayType):
+        return ArrayType(_bare(dt.elementType), dt.containsNull)
+    if isinstance(dt, MapType):
+        return MapType(_bare(dt.keyType), _bare(dt.valueType), dt.valueContainsNull)
+    return dt
+
+
 def data_schema(schema: StructType, partition_columns: tuple[str, ...] | list[str]) -> StructType:
     """The columns stored in data files: the table schema minus partition columns."""
     parts = {p.lower() for p in partition_columns}
