@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pyspark.errors import AnalysisException as SparkAnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
@@ -261,6 +262,9 @@ def violation_from(
     error: BaseException, schema: StructType, configuration: Mapping[str, str]
 ) -> InvariantViolationError | None:
     """The constraint violation a failed Spark write reports, or None for any other failure."""
+    if isinstance(error, SparkAnalysisException):
+        # A plan that failed analysis prints the check's message template: no row violated it.
+        return None
     match = _PAYLOAD.search(str(error))
     if match is None:
         return None

@@ -176,6 +176,44 @@ def test_schema_evolution_gives_new_columns_fresh_ids_and_names(spark, tmp_path,
     assert deltamerge.read(spark, path).where("extra = 9").select("id").collect()[0][0] == 3
 
 
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_not_null_nested_fields_and_a_void_column_evolved_to_a_struct(spark, tmp_path, mode: str) -> None:
+    # The physical rename is a cast; it must not narrow a nullable nested field to NOT NULL (the
+    # written and read columns are nullable anyway), or the plan fails before any row is written.
+    from pyspark.sql.types import IntegerType, NullType, StructField, StructType
+
+    path = str(tmp_path / "t")
+    void = StructType([StructField("key", IntegerType(), False), StructField("s", NullType(), True)])
+    inner = StructType([StructField("_1", IntegerType(), False), StructField("_2", NullType(), True)])
+    struct = StructType([StructField("key", IntegerType(), False), StructField("s", inner, True)])
+    conf = {"delta.columnMapping.mode": mode, "delta.enableChangeDataFeed": "true"}
+    deltamerge.write(spark.createDataFrame([(0, None), (1, None)], void), path, configuration=conf)
+    source = spark.createDataFrame([(1, (1, None)), (2, (2, None))], struct)
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), "t.key = s.key")
+        .withSchemaEvolution()
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    assert _rows(spark, path) == [(0, None), (1, (1, None)), (2, (2, None))]
+    first = _fields(path)[1]["type"]["fields"][0]
+    assert first["nullable"] is False and first["metadata"][PHYS].startswith("col-")
+    # A NOT NULL nested field is still enforced when the struct is set.
+    bad = spark.createDataFrame([(5, (None, None))], "key int, s struct<_1:int,_2:void>")
+    with pytest.raises(DeltaMergeError, match="DELTA_NOT_NULL_CONSTRAINT_VIOLATED"):
+        deltamerge.write(bad, path, mode="append")
+    assert _rows(spark, path) == [(0, None), (1, (1, None)), (2, (2, None))]
+    changes = read_changes(spark, path, 1).select("key", "_change_type").collect()
+    assert sorted(tuple(r) for r in changes) == [
+        (1, "update_postimage"),
+        (1, "update_preimage"),
+        (2, "insert"),
+    ]
+
+
 def test_update_and_delete(spark, tmp_path) -> None:
     path = str(tmp_path / "t")
     _create(spark, path, "name")

@@ -26,7 +26,7 @@ from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import column_mapping, paths
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.session import local_frame
-from deltamerge.spark.types import data_schema, quote_name, to_spark_schema
+from deltamerge.spark.types import as_nullable, data_schema, quote_name, to_spark_schema
 
 FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
@@ -155,7 +155,8 @@ class _Physical:
         for lf, pf in zip(logical.fields, self.stored.fields, strict=True):
             col = F.col(quote_name(pf.name))
             if lf.dataType.simpleString() != pf.dataType.simpleString():
-                col = col.cast(lf.dataType)
+                # Nullable like any file read: a cast may not narrow a nested field to NOT NULL.
+                col = col.cast(as_nullable(lf.dataType))
             out.append(col.alias(lf.name, metadata=lf.metadata) if lf.metadata else col.alias(lf.name))
         return out
 

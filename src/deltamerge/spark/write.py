@@ -27,7 +27,7 @@ from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
 from deltamerge.spark.session import prepare_session
-from deltamerge.spark.types import quote_name, to_spark_schema
+from deltamerge.spark.types import as_nullable, quote_name, to_spark_schema
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -167,7 +167,8 @@ def _to_physical(
             continue
         pf = physical.fields[i]
         if f.dataType.simpleString() != pf.dataType.simpleString() or field_ids:
-            col = col.cast(pf.dataType)
+            # Written columns are nullable anyway; a cast may not narrow a nested field to NOT NULL.
+            col = col.cast(as_nullable(pf.dataType))
         cols.append(col.alias(pf.name, metadata=dict(pf.metadata)) if field_ids else col.alias(pf.name))
 
     def rename(names: Sequence[str]) -> list[str]:
