@@ -40,7 +40,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from deltamerge.log import filenames
+from deltamerge.log import column_mapping, filenames
 from deltamerge.log.actions import AddCDCFile, AddFile, CommitInfo, Metadata, RemoveFile
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.scan import (
@@ -318,6 +318,37 @@ def _scan_batch(
     )
 
 
+_UNSAFE_READ = "spark.databricks.delta.changeDataFeed.unsafeBatchReadOnIncompatibleSchemaChanges.enabled"
+
+
+@dataclass(frozen=True)
+class _SchemaChangeGuard:
+    """Delta's ``checkBatchCdfReadSchemaIncompatibility`` for column-mapped tables: the change data
+    of a range that spans a RENAME or DROP COLUMN cannot be read in the ending version's schema."""
+
+    spark: SparkSession
+    read: Metadata
+    range: tuple[int, int]
+
+    def check(self, metadata: Metadata, version: int) -> None:
+        if not column_mapping.is_mapped(self.read.schema):
+            return
+        if column_mapping.renamed_or_dropped(metadata.schema, self.read.schema) is None:
+            return
+        if str(self.spark.conf.get(_UNSAFE_READ, "false")).strip().lower() == "true":
+            return
+        start, end = self.range
+        raise InvalidArgumentError(
+            f"Retrieving table changes between version {start} and {end} failed because of an "
+            f"incompatible schema change. Your read schema is that of version {end}, but we found an "
+            f"incompatible schema change (a column renamed or dropped) at version {version}. If possible, "
+            f"query the table changes separately from version "
+            f"{start} to {version} - 1, and from version {version} to {end}.",
+            error_class="DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE",
+            sql_state="0AKDC",
+        )
+
+
 def read_changes(
     spark: SparkSession,
     path: str,
@@ -400,11 +431,16 @@ def read_changes(
     if not _cdf_enabled(log.snapshot(start).metadata):
         raise _not_recorded(start, start, end)
 
+    guard = _SchemaChangeGuard(spark, read_snap.metadata, resolved)
+    guard.check(log.snapshot(start).metadata, start)
     pieces: list[_Piece] = []
     for v in range(start, end + 1):
         actions = log.read_commit(v)
         if any(isinstance(a, Metadata) and not _cdf_enabled(a) for a in actions):
             raise _not_recorded(v, start, end)
+        for a in actions:
+            if isinstance(a, Metadata):
+                guard.check(a, v)
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         ts = info.in_commit_timestamp if info is not None else None
         if ts is None:

@@ -323,13 +323,11 @@ def _changed_paths(
     return out
 
 
-def check_dependent_types(old: StructType, new: StructType, configuration: Mapping[str, str]) -> None:
-    """Delta's ``checkDependentExpressions``: schema evolution must not change the type of a column
-    that a CHECK constraint or a generated column refers to (the stored expression was resolved
-    against the old type)."""
-    changed = _changed_paths(old, new)
-    if not changed:
-        return
+def _dependents(
+    old: StructType, configuration: Mapping[str, str]
+) -> list[tuple[str, str, list[tuple[str, list[tuple[str, ...]]]]]]:
+    """(kind, error suffix, [(label, referenced paths)]) of the table's CHECK constraints and
+    generated columns, the rules whose stored expressions name columns."""
 
     def rule(label: str, text: str) -> tuple[str, list[tuple[str, ...]]]:
         return label, [tuple(p.lower() for p in r) for r in _reference_paths(text)]
@@ -340,25 +338,50 @@ def check_dependent_types(old: StructType, new: StructType, configuration: Mappi
         if key.lower().startswith(CONSTRAINT_PREFIX)
     ]
     generated = [rule(f"{f.name} -> {text}", text) for _, f, text in generated_columns(old)]
+    return [
+        ("check constraint(s)", "CONSTRAINT", checks),
+        ("generated column(s)", "GENERATED_COLUMNS", generated),
+    ]
+
+
+def _dependent_on(path: tuple[str, ...], rules: list[tuple[str, list[tuple[str, ...]]]]) -> list[str]:
+    # The column itself, a field inside it, or a struct that holds it.
+    low = tuple(p.lower() for p in path)
+    return [label for label, refs in rules if any(r[: len(low)] == low or low[: len(r)] == r for r in refs)]
+
+
+def check_dependent_types(old: StructType, new: StructType, configuration: Mapping[str, str]) -> None:
+    """Delta's ``checkDependentExpressions``: schema evolution must not change the type of a column
+    that a CHECK constraint or a generated column refers to (the stored expression was resolved
+    against the old type)."""
+    changed = _changed_paths(old, new)
+    if not changed:
+        return
+    kinds = _dependents(old, configuration)
     for path, was, now in changed:
-        low = tuple(p.lower() for p in path)
         shown = ".".join(path)
-        for kind, rules, error_class in (
-            ("check constraint(s)", checks, "DELTA_CONSTRAINT_DATA_TYPE_MISMATCH"),
-            ("generated column(s)", generated, "DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH"),
-        ):
-            # The column itself, a field inside it, or a struct that holds it.
-            dependent = [
-                label
-                for label, refs in rules
-                if any(r[: len(low)] == low or low[: len(r)] == r for r in refs)
-            ]
+        for kind, suffix, rules in kinds:
+            dependent = _dependent_on(path, rules)
             if dependent:
                 raise AnalysisError(
                     f"Column {shown} has data type {was.simpleString().upper()} and cannot be altered to "
                     f"data type {now.simpleString().upper()} because this column is referenced by the "
                     f"following {kind}:\n" + "\n".join(dependent) + "\nCast the source column to "
                     f"{was.simpleString()} so that the column keeps its type.",
-                    error_class=error_class,
+                    error_class=f"DELTA_{suffix}_DATA_TYPE_MISMATCH",
                     sql_state="42K09",
                 )
+
+
+def check_no_dependents(path: tuple[str, ...], schema: StructType, configuration: Mapping[str, str]) -> None:
+    """Delta's ``checkDependentExpressions`` for RENAME and DROP COLUMN: a column that a CHECK
+    constraint or a generated column names cannot be renamed or dropped."""
+    for kind, suffix, rules in _dependents(schema, configuration):
+        dependent = _dependent_on(path, rules)
+        if dependent:
+            raise AnalysisError(
+                f"Cannot alter column {'.'.join(path)} because this column is referenced by the following "
+                f"{kind}:\n" + "\n".join(dependent) + "\nDrop the constraint or the generated column first.",
+                error_class=f"DELTA_{suffix}_DEPENDENT_COLUMN_CHANGE",
+                sql_state="42K09",
+            )

@@ -8,9 +8,10 @@
   overwritten with ``deltamerge.write`` after Spark's by-position store assignment;
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
-* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``DESCRIBE HISTORY t [LIMIT n]``,
-  ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS]``, ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP
-  AS OF ...``, ``OPTIMIZE t [WHERE ...]`` (a regular-expression front: sqlglot does not parse them);
+* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
+  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS]``,
+  ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]`` (a
+  regular-expression front: sqlglot does not parse them);
 * queries reading ``table_changes('t', start[, end])`` / ``table_changes_by_path(...)``: each call
   becomes a temporary view over ``deltamerge.read_changes`` and Spark runs the query.
 
@@ -245,9 +246,13 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
     rest = m.group("rest").strip()
     set_m, unset_m = _SET_PROPS.fullmatch(rest), _UNSET_PROPS.fullmatch(rest)
     if set_m is None and unset_m is None:
+        from deltamerge.sql_alter import run_alter_columns
+
+        if run_alter_columns(spark, path, rest):
+            return _empty(spark)
         raise UnsupportedOperationError(
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
-            "SET TBLPROPERTIES and UNSET TBLPROPERTIES are."
+            "SET / UNSET TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
         )
     txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
     meta = txn.metadata

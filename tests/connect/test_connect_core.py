@@ -452,3 +452,10 @@ def test_column_mapping(connect_spark, path):
     assert rows == [(1, (1, "x"), "p1", None), (2, (20, "yy"), "p2", 5), (3, (3, "z"), "p1", 6)]
     fields = snapshot_for(path).metadata.schema["fields"]
     assert all(f["metadata"]["delta.columnMapping.physicalName"].startswith("col-") for f in fields)
+    # ALTER TABLE column clauses over Connect: types parsed, metadata-only commits.
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` ADD COLUMNS (note STRING COMMENT 'x' AFTER id)")
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` RENAME COLUMN s.a TO alpha")
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` DROP COLUMN n")
+    back = deltamerge.read(spark, path)
+    assert back.columns == ["id", "note", "s", "part"] and back.schema["s"].dataType.names == ["alpha", "b"]
+    assert sorted(tuple(r) for r in back.collect())[1] == (2, None, (20, "yy"), "p2")

@@ -177,3 +177,36 @@ def partition_key(schema: Mapping[str, Any], column: str, mapped: bool) -> str:
         return names[column]
     hits = [p for n, p in names.items() if n.lower() == column.lower()]
     return hits[0] if len(hits) == 1 else column
+
+
+def _physical_paths(schema: Mapping[str, Any]) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Physical path -> logical path of every struct field (an unmapped field's name is both)."""
+    out: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def walk(struct: Mapping[str, Any], phys: tuple[str, ...], logical: tuple[str, ...]) -> None:
+        for f in struct.get("fields", ()):
+            name = str(f["name"])
+            p = (*phys, str((f.get("metadata") or {}).get(PHYSICAL_NAME) or name))
+            lg = (*logical, name)
+            out[p] = lg
+            t = f["type"]
+            while isinstance(t, dict) and t.get("type") in ("array", "map"):
+                t = t.get("elementType") if t.get("type") == "array" else t.get("valueType")
+            if isinstance(t, dict) and t.get("type") == "struct":
+                walk(t, p, lg)
+
+    walk(schema, (), ())
+    return out
+
+
+def renamed_or_dropped(old_schema: Mapping[str, Any], new_schema: Mapping[str, Any]) -> str | None:
+    """``"rename"`` or ``"drop"`` when a column of ``old_schema`` was renamed or dropped on the way to
+    ``new_schema`` (compared by physical name, Delta's ``hasNoColumnMappingSchemaChanges``), else None."""
+    old, new = _physical_paths(old_schema), _physical_paths(new_schema)
+    for phys, logical in old.items():
+        now = new.get(phys)
+        if now is None:
+            return "drop"
+        if now[-1] != logical[-1]:
+            return "rename"
+    return None

@@ -1,0 +1,166 @@
+"""The column clauses of ``ALTER TABLE`` (after the table name), parsed for ``deltamerge.alter_columns``.
+
+* ``ADD COLUMN[S] [(] name type [NOT NULL] [COMMENT 'c'] [FIRST | AFTER x], ... [)]``, names may be
+  nested paths (``s.inner``);
+* ``RENAME COLUMN path TO name``;
+* ``DROP COLUMN[S] [IF EXISTS] [(] path, ... [)]``;
+* ``ALTER | CHANGE [COLUMN] path`` ``TYPE t`` | ``COMMENT 'c'`` | ``SET NOT NULL`` | ``DROP NOT NULL``
+  | ``FIRST`` | ``AFTER x``, and Hive's ``CHANGE [COLUMN] name name type [COMMENT 'c'] [FIRST | AFTER x]``.
+
+A regular-expression front like the other Delta statements: sqlglot parses only some of these forms.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import DataType, StructField
+
+from deltamerge import alter_columns
+from deltamerge.errors import ParseError, UnsupportedOperationError
+
+__all__ = ["run_alter_columns"]
+
+_IDENT = r"`(?:[^`]|``)+`|\w+"
+_PATH = rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*"
+_STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_POSITION = rf"FIRST|AFTER\s+(?:{_IDENT})"
+_F = re.IGNORECASE | re.DOTALL
+
+_ADD = re.compile(r"ADD\s+COLUMNS?\s+(?P<body>.+)", _F)
+_RENAME = re.compile(rf"RENAME\s+COLUMN\s+(?P<col>{_PATH})\s+TO\s+(?P<new>{_IDENT})", _F)
+_DROP = re.compile(r"DROP\s+COLUMNS?\s+(?P<ifexists>IF\s+EXISTS\s+)?(?P<body>.+)", _F)
+_ALTER = re.compile(rf"(?P<verb>ALTER|CHANGE)\s+(?:COLUMN\s+)?(?P<col>{_PATH})\s+(?P<action>.+)", _F)
+_SPEC = re.compile(
+    rf"(?P<name>{_PATH})\s+(?P<type>.+?)(?P<notnull>\s+NOT\s+NULL)?(?:\s+COMMENT\s+(?P<comment>{_STRING}))?"
+    rf"(?:\s+(?P<pos>{_POSITION}))?",
+    _F,
+)
+_HIVE = re.compile(
+    rf"(?P<new>{_IDENT})\s+(?P<type>.+?)(?:\s+COMMENT\s+(?P<comment>{_STRING}))?(?:\s+(?P<pos>{_POSITION}))?",
+    _F,
+)
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "`":
+        return text[1:-1].replace("``", "`")
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return re.sub(r"\\(.)", r"\1", text[1:-1])
+    return text
+
+
+def _path(text: str) -> list[str]:
+    return [_unquote(p) for p in re.findall(_IDENT, text)]
+
+
+def _position(text: str | None) -> str | None:
+    if text is None:
+        return None
+    words = text.split(None, 1)
+    return "FIRST" if len(words) == 1 else f"AFTER {_unquote(words[1])}"
+
+
+def _split(body: str) -> list[str]:
+    """``body`` (in optional parentheses) split at its top-level commas."""
+    body = body.strip()
+    if body.startswith("(") and body.endswith(")"):
+        body = body[1:-1]
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(body):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _data_type(text: str) -> DataType:
+    try:
+        return DataType.fromDDL(text.strip())
+    except Exception as e:
+        reason = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        raise ParseError(f"Cannot parse the data type {text.strip()!r}: {reason}") from None
+
+
+def _new_column(spec: str) -> alter_columns.NewColumn:
+    m = _SPEC.fullmatch(spec)
+    if m is None:
+        raise ParseError(
+            f"Cannot parse the column definition {spec!r}: expected `name type [COMMENT '...']`."
+        )
+    if re.search(r"\bDEFAULT\b", m.group("type"), re.IGNORECASE):
+        raise UnsupportedOperationError(
+            "Column defaults are not supported by deltamerge (table feature allowColumnDefaults)."
+        )
+    if re.search(r"\bGENERATED\b", m.group("type"), re.IGNORECASE):
+        raise UnsupportedOperationError(
+            "Operation not allowed: `ADD COLUMNS with a generated or identity column` is not supported for "
+            "Delta tables; define such columns when the table is created.",
+            error_class="DELTA_OPERATION_NOT_ALLOWED",
+        )
+    path = _path(m.group("name"))
+    metadata = {"comment": _unquote(m.group("comment"))} if m.group("comment") is not None else {}
+    field = StructField(path[-1], _data_type(m.group("type")), m.group("notnull") is None, metadata)
+    return alter_columns.NewColumn(tuple(path[:-1]), field, _position(m.group("pos")))
+
+
+def run_alter_columns(spark: SparkSession, path: str, rest: str) -> bool:
+    """Run the column clause ``rest`` of an ALTER TABLE on the table at ``path``; False when
+    ``rest`` is not one of the column clauses."""
+    if (m := _ADD.fullmatch(rest)) is not None:
+        alter_columns.add_columns(spark, path, [_new_column(s) for s in _split(m.group("body"))])
+    elif (m := _RENAME.fullmatch(rest)) is not None:
+        alter_columns.rename_column(spark, path, _path(m.group("col")), _unquote(m.group("new")))
+    elif (m := _DROP.fullmatch(rest)) is not None:
+        columns = [_path(c) for c in _split(m.group("body"))]
+        alter_columns.drop_columns(spark, path, columns, if_exists=m.group("ifexists") is not None)
+    elif (m := _ALTER.fullmatch(rest)) is not None:
+        _alter_column(spark, path, _path(m.group("col")), m.group("action").strip(), m.group("verb"))
+    else:
+        return False
+    return True
+
+
+def _alter_column(spark: SparkSession, path: str, column: list[str], action: str, verb: str) -> None:
+    words = action.upper().split()
+    if words[:1] == ["TYPE"]:
+        alter_columns.alter_column(spark, path, column, data_type=_data_type(action[4:]))
+    elif words[:1] == ["COMMENT"]:
+        alter_columns.alter_column(spark, path, column, comment=_unquote(action[7:]))
+    elif words in (["DROP", "NOT", "NULL"], ["SET", "NOT", "NULL"]):
+        alter_columns.alter_column(spark, path, column, nullable=words[0] == "DROP")
+    elif re.fullmatch(_POSITION, action, _F):
+        alter_columns.alter_column(spark, path, column, position=_position(action))
+    elif verb.upper() == "CHANGE" and (h := _HIVE.fullmatch(action)) is not None:
+        if _unquote(h.group("new")).lower() != column[-1].lower():
+            raise UnsupportedOperationError(
+                "Renaming a column is not supported in Hive-style CHANGE COLUMN; use ALTER TABLE ... "
+                "RENAME COLUMN instead.",
+                error_class="_LEGACY_ERROR_TEMP_1323",
+            )
+        comment = _unquote(h.group("comment")) if h.group("comment") is not None else None
+        alter_columns.alter_column(
+            spark,
+            path,
+            column,
+            data_type=_data_type(h.group("type")),
+            comment=comment,
+            position=_position(h.group("pos")),
+        )
+    else:
+        raise ParseError(
+            f"Cannot parse ALTER COLUMN ... {action!r}: expected TYPE, COMMENT, SET NOT NULL, DROP NOT NULL, "
+            "FIRST or AFTER."
+        )
