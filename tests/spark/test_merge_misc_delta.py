@@ -31,8 +31,8 @@ Not ported:
 - ``no column is used from source table - column pruning``: its rows are checked; the executed
   plan's scan schema is Spark-plan internals.
 - ``Negative case - non-delta target``: ignored in Delta itself.
-- ``merge into a dataset temp views with star`` and ``Update specific column does not work in temp
-  views``: temp-view targets.
+- ``merge into a dataset temp views with star``: ported to ``tests/spark/test_merge_temp_views.py``;
+  ``Update specific column does not work in temp views``: a Delta limitation (see there).
 - ``delta merge into clause with invalid data type.``: calls a Delta-internal helper directly.
 - The column-mapping and predicate-pushdown generated variants (column mapping runs the shared
   conformance cases on mapped targets instead, ``tests/conformance``; predicate pushdown is a
