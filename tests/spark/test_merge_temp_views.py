@@ -196,6 +196,7 @@ def test_merge_into_a_dataset_temp_view_with_star(spark, tmp_path, cleanup, by_n
     spark.sql("CREATE OR REPLACE TEMP VIEW src AS SELECT * FROM VALUES (10, 1), (20, 2) AS t(value, key)")
     deltamerge.sql(
         spark,
-        "MERGE INTO v USING src ON src.key = v.key WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+        "MERGE INTO v USING src ON src.key = v.key "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
     )
     assert _rows(spark.sql("SELECT * FROM v")) == [(0, 0), (1, 10), (2, 20)]
