@@ -96,6 +96,16 @@ def _struct_at(schema: StructType, parent: Sequence[str], what: str) -> StructTy
     return node
 
 
+def _resolve(schema: StructType, column: Sequence[str], what: str) -> tuple[tuple[str, ...], StructType, int]:
+    """(parent path, parent struct, index) of the existing field ``column`` names."""
+    parent = tuple(column[:-1])
+    struct = _struct_at(schema, parent, what)
+    i = _index(struct, column[-1])
+    if i is None:
+        raise _not_found(column, struct)
+    return parent, struct, i
+
+
 def _replace_struct(
     schema: StructType, parent: Sequence[str], edit: Callable[[StructType], StructType]
 ) -> StructType:
@@ -208,11 +218,7 @@ def rename_column(spark: SparkSession, path: str, column: Sequence[str], new_nam
     """``ALTER TABLE t RENAME COLUMN a.b TO c``: column-mapped tables only (the files keep the
     physical name); a partition column is renamed in ``partitionColumns`` too."""
     alter = _Alter(spark, path)
-    parent, name = tuple(column[:-1]), column[-1]
-    struct = _struct_at(alter.schema, parent, "rename a field of")
-    i = _index(struct, name)
-    if i is None:
-        raise _not_found(column, struct)
+    parent, struct, i = _resolve(alter.schema, column, "rename a field of")
     old = struct.fields[i]
     if old.name == new_name:
         return
@@ -314,11 +320,7 @@ def alter_column(
     """``ALTER TABLE t ALTER COLUMN c`` ``COMMENT 'x'`` | ``DROP NOT NULL`` | ``TYPE t`` |
     ``FIRST`` | ``AFTER d`` (Delta's CHANGE COLUMN): metadata only, nothing is rewritten."""
     alter = _Alter(spark, path)
-    parent, name = tuple(column[:-1]), column[-1]
-    struct = _struct_at(alter.schema, parent, "alter a field of")
-    i = _index(struct, name)
-    if i is None:
-        raise _not_found(column, struct)
+    parent, struct, i = _resolve(alter.schema, column, "alter a field of")
     old = struct.fields[i]
     new = StructField(old.name, old.dataType, old.nullable, dict(old.metadata or {}))
     if comment is not None:
