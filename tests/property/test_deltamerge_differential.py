@@ -41,7 +41,7 @@ from strategies import merge_cases
 import oracle
 from merge_variants import VARIANTS
 
-EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "100"))
 RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
 ROW_METRICS = (
     "numTargetRowsInserted",
