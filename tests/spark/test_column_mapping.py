@@ -49,6 +49,19 @@ def _data_files(path: str) -> list[str]:
     return sorted(f for f in glob.glob(f"{path}/**/*.parquet", recursive=True) if "_change_data" not in f)
 
 
+def _evolving_upsert(spark, path: str, source, key: str = "id") -> None:
+    """UPDATE SET * / INSERT * on ``key`` with schema evolution."""
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), f"t.{key} = s.{key}")
+        .withSchemaEvolution()
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
 def _rs_rows(path: str) -> list[dict]:
     # delta-rs reads column mapping through DataFusion (its pyarrow dataset path does not map names).
     from deltalake import DeltaTable as RsTable
@@ -143,15 +156,7 @@ def test_schema_evolution_gives_new_columns_fresh_ids_and_names(spark, tmp_path,
         [(3, "C", (30, "zz", True), 9), (5, "e", (5, "q", False), 7)],
         "id long, v string, s struct<a:int,b:string,c:boolean>, extra int",
     )
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(source.alias("s"), "t.id = s.id")
-        .withSchemaEvolution()
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    _evolving_upsert(spark, path, source, "id")
     fields = _fields(path)
     after = {f["name"]: f["metadata"] for f in fields}
     for name, md in before.items():
@@ -189,15 +194,7 @@ def test_not_null_nested_fields_and_a_void_column_evolved_to_a_struct(spark, tmp
     conf = {"delta.columnMapping.mode": mode, "delta.enableChangeDataFeed": "true"}
     deltamerge.write(spark.createDataFrame([(0, None), (1, None)], void), path, configuration=conf)
     source = spark.createDataFrame([(1, (1, None)), (2, (2, None))], struct)
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(source.alias("s"), "t.key = s.key")
-        .withSchemaEvolution()
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    _evolving_upsert(spark, path, source, "key")
     assert _rows(spark, path) == [(0, None), (1, (1, None)), (2, (2, None))]
     first = _fields(path)[1]["type"]["fields"][0]
     assert first["nullable"] is False and first["metadata"][PHYS].startswith("col-")
@@ -263,15 +260,7 @@ def test_sql_create_and_upgrade_from_none_keeps_existing_names(spark, tmp_path) 
     fields = _fields(plain)
     assert [f["metadata"][PHYS] for f in fields] == ["id", "v"]
     source = spark.createDataFrame([(2, "B", 1.5), (3, "c", 2.5)], "id long, v string, w double")
-    (
-        DeltaTable.forPath(spark, plain)
-        .alias("t")
-        .merge(source.alias("s"), "t.id = s.id")
-        .withSchemaEvolution()
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    _evolving_upsert(spark, plain, source, "id")
     w = {f["name"]: f["metadata"] for f in _fields(plain)}["w"]
     assert w[PHYS].startswith("col-") and w[ID] == 3
     assert _rows(spark, plain) == [(1, "a", None), (2, "B", 1.5), (3, "c", 2.5)]
