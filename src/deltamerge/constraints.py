@@ -39,6 +39,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from deltamerge.errors import AnalysisError, InvariantViolationError
 from deltamerge.generated import check_expression, generated_columns
+from deltamerge.log import char_varchar
 from deltamerge.spark.types import as_nullable
 
 CONSTRAINT_PREFIX = "delta.constraints."
@@ -55,15 +56,18 @@ T = TypeVar("T")
 class Constraint:
     """One rule every written row must satisfy."""
 
-    kind: str  # "not_null" or "check"
-    name: str  # column path for NOT NULL; constraint name (or EXPRESSION(...)) for CHECK
+    kind: str  # "not_null", "check" or "length" (CHAR/VARCHAR)
+    name: str  # column path for NOT NULL and length; constraint name (or EXPRESSION(...)) for CHECK
     expression: str  # SQL that is TRUE for a valid row
     columns: tuple[str, ...] = ()  # columns whose values a CHECK violation reports
+    limit: int = 0  # the declared length of a CHAR/VARCHAR column
 
     def message(self, values: Mapping[str, Any]) -> str:
         """Delta's message for a violation with the reported column values."""
         if self.kind == "not_null":
             return f"NOT NULL constraint violated for column: {self.name}."
+        if self.kind == "length":
+            return f"Exceeds char/varchar type length limitation: {self.limit}."
         lines = "".join(f"\n - {c} : {_show(values.get(c))}" for c in self.columns)
         return f"CHECK constraint {self.name} ({self.expression}) violated by row with values:{lines}"
 
@@ -82,6 +86,13 @@ class Constraint:
                 self.message(values) + hint,
                 error_class="DELTA_NOT_NULL_CONSTRAINT_VIOLATED",
                 sql_state="23502",
+            )
+        if self.kind == "length":
+            return InvariantViolationError(
+                f"{self.message(values)} Column {self.name} holds a longer value: shorten it, or "
+                "widen the column's declared type.",
+                error_class="EXCEED_LIMIT_LENGTH",
+                sql_state="54006",
             )
         return InvariantViolationError(self.message(values) + "\n" + hint.strip())
 
@@ -198,7 +209,19 @@ def constraints_of(schema: StructType, configuration: Mapping[str, str]) -> list
     for _, f, text in generated_columns(schema):
         expression = check_expression(f, text)
         rules.append(Constraint("check", "Generated Column", expression, _referenced_columns(expression)))
-    return rules + _invariants(schema, [])
+    return rules + _invariants(schema, []) + _length_rules(schema)
+
+
+def _length_rules(schema: StructType) -> list[Constraint]:
+    """Spark's write-side CHAR/VARCHAR check: a value longer than ``n`` fails unless only trailing
+    spaces make it so. Each struct on the way may be null."""
+    out = []
+    for path, _kind, n in char_varchar.length_limits(schema.jsonValue()):
+        parts = [".".join(_q(p) for p in path[: i + 1]) for i in range(len(path))]
+        nulls = " OR ".join(f"{p} IS NULL" for p in parts)
+        expression = f"({nulls} OR length(rtrim({parts[-1]})) <= {n})"
+        out.append(Constraint("length", ".".join(path), expression, limit=n))
+    return out
 
 
 def _payload(index: int, rule: Constraint) -> Column:

@@ -215,3 +215,41 @@ def test_empty_schema_target(spark, spark_conf, tmp_path):
     finally:
         for name in ("empty_schema_target", "populated_source"):
             deltamerge.unregister_table(spark, name)
+
+
+def test_char_and_varchar_columns(spark, tmp_path):
+    """CHAR(n) / VARCHAR(n) are stored as Delta strings with the declared type in the field metadata
+    (as Spark and Delta store them, so delta-rs reads the table), and writes check the length
+    (Spark's EXCEED_LIMIT_LENGTH; trailing spaces do not count) without leaving anything behind."""
+    path = str(tmp_path / "cv")
+    t = f"delta.`{path}`"
+    _sql(spark, f"CREATE TABLE {t} (id INT, v VARCHAR(3), c CHAR(2), s STRUCT<x: VARCHAR(2)>) USING delta")
+    fields = snapshot_for(path).metadata.schema["fields"]
+    assert [(f["type"] if isinstance(f["type"], str) else "struct", f["metadata"]) for f in fields] == [
+        ("integer", {}),
+        ("string", {"__CHAR_VARCHAR_TYPE_STRING": "varchar(3)"}),
+        ("string", {"__CHAR_VARCHAR_TYPE_STRING": "char(2)"}),
+        ("struct", {"__CHAR_VARCHAR_TYPE_STRING": "struct<x:varchar(2)>"}),
+    ]
+    _sql(spark, f"INSERT INTO {t} VALUES (1, 'abc', 'x', named_struct('x', 'ab')), (2, 'de  ', NULL, NULL)")
+    version = DeltaTable.forPath(spark, path).version()
+    for statement in [
+        f"INSERT INTO {t} VALUES (3, 'abcd', 'x', NULL)",
+        f"INSERT INTO {t} VALUES (3, 'a', 'xyz', NULL)",
+        f"INSERT INTO {t} VALUES (3, 'a', 'x', named_struct('x', 'abc'))",
+        f"UPDATE {t} SET v = concat(v, 'zz') WHERE id = 1",
+    ]:
+        with pytest.raises(DeltaMergeError, match="EXCEED_LIMIT_LENGTH"):
+            _sql(spark, statement)
+    assert DeltaTable.forPath(spark, path).version() == version
+    source = spark.createDataFrame([(1, "xyzw"), (5, "q")], "id int, v string")
+    with pytest.raises(DeltaMergeError, match="limitation: 3"):
+        DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdate(
+            set={"v": "s.v"}
+        ).execute()
+    _sql(spark, f"ALTER TABLE {t} ADD COLUMNS (w VARCHAR(5))")
+    assert snapshot_for(path).metadata.schema["fields"][-1]["metadata"] == {
+        "__CHAR_VARCHAR_TYPE_STRING": "varchar(5)"
+    }
+    rows = sorted((r["id"], r["v"]) for r in RsTable(path).to_pyarrow_table().to_pylist())
+    assert rows == [(1, "abc"), (2, "de  ")]

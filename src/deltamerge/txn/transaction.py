@@ -35,7 +35,7 @@ from deltamerge.errors import (
     MaxCommitAttemptsError,
     TableNotFoundError,
 )
-from deltamerge.log import column_mapping, filenames
+from deltamerge.log import char_varchar, column_mapping, filenames
 from deltamerge.log.actions import (
     Action,
     AddCDCFile,
@@ -192,6 +192,9 @@ class OptimisticTransaction:
         configuration = {k: _conf_str(v) for k, v in metadata.configuration.items()}
         configuration, min_reader, min_writer = requested_versions(configuration)
         metadata = replace(metadata, configuration=configuration)
+        schema = char_varchar.to_delta(metadata.schema)  # CHAR/VARCHAR are strings in Delta's schema
+        if schema != metadata.schema:
+            metadata = replace(metadata, schema_string=json.dumps(schema, separators=(",", ":")))
         metadata = self._with_column_mapping(metadata)
         schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
         missing = [c for c in metadata.partition_columns if c not in schema_columns]

@@ -1,0 +1,104 @@
+"""CHAR(n) / VARCHAR(n) columns as Delta stores them: type ``string`` plus the field metadata
+``__CHAR_VARCHAR_TYPE_STRING`` holding the declared type (Spark's ``CharVarcharUtils``).
+
+``char(n)`` and ``varchar(n)`` are not Delta primitive types: a schema that carried them would be
+unreadable to Delta Lake and delta-rs. :func:`to_delta` rewrites them at the one place every schema
+change passes (the transaction's ``update_metadata``); :func:`length_limits` gives writers the
+limits to enforce (Spark's ``EXCEED_LIMIT_LENGTH``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+#: The field metadata key Spark and Delta keep the declared CHAR/VARCHAR type in.
+TYPE_STRING = "__CHAR_VARCHAR_TYPE_STRING"
+_CHAR_VARCHAR = re.compile(r"\s*(char|varchar)\s*\(\s*(\d+)\s*\)\s*", re.IGNORECASE)
+
+
+def _has(t: Any) -> bool:
+    if isinstance(t, str):
+        return _CHAR_VARCHAR.fullmatch(t) is not None
+    if not isinstance(t, dict):
+        return False
+    kind = t.get("type")
+    if kind == "array":
+        return _has(t.get("elementType"))
+    if kind == "map":
+        return _has(t.get("keyType")) or _has(t.get("valueType"))
+    if kind == "struct":
+        return any(_has(f.get("type")) for f in t.get("fields", ()))
+    return False
+
+
+def _catalog_string(t: Any) -> str:
+    """A Delta JSON type as Spark's ``catalogString`` (``array<varchar(3)>``, ``struct<a:char(2)>``)."""
+    if isinstance(t, str):
+        m = _CHAR_VARCHAR.fullmatch(t)
+        return f"{m.group(1).lower()}({m.group(2)})" if m else t
+    kind = t.get("type")
+    if kind == "array":
+        return f"array<{_catalog_string(t['elementType'])}>"
+    if kind == "map":
+        return f"map<{_catalog_string(t['keyType'])},{_catalog_string(t['valueType'])}>"
+    if kind == "struct":
+        inner = ",".join(f"{f['name']}:{_catalog_string(f['type'])}" for f in t.get("fields", ()))
+        return f"struct<{inner}>"
+    return str(kind)
+
+
+def _replace(t: Any) -> Any:
+    if isinstance(t, str):
+        return "string" if _CHAR_VARCHAR.fullmatch(t) else t
+    if not isinstance(t, dict):
+        return t
+    kind = t.get("type")
+    if kind == "array":
+        return {**t, "elementType": _replace(t["elementType"])}
+    if kind == "map":
+        return {**t, "keyType": _replace(t["keyType"]), "valueType": _replace(t["valueType"])}
+    if kind == "struct":
+        return _struct(t)
+    return t
+
+
+def _struct(struct: Mapping[str, Any]) -> dict:
+    fields = []
+    for f in struct.get("fields", ()):
+        f = dict(f)
+        if _has(f.get("type")):
+            f["metadata"] = {**(f.get("metadata") or {}), TYPE_STRING: _catalog_string(f["type"])}
+            f["type"] = _replace(f["type"])
+        fields.append(f)
+    return {**struct, "fields": fields}
+
+
+def to_delta(schema: Mapping[str, Any]) -> dict:
+    """``schema`` with every ``char(n)`` / ``varchar(n)`` stored as ``string`` plus the declared type
+    in the field's metadata (a copy; unchanged when there is none)."""
+    if not _has(dict(schema)):
+        return copy.deepcopy(dict(schema))
+    return _struct(schema)
+
+
+def length_limits(schema: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str, int]]:
+    """``(path, "char" | "varchar", n)`` of every string field declared CHAR(n) / VARCHAR(n), at the
+    top level and inside structs (elements of arrays and maps are not checked)."""
+
+    Limit = tuple[tuple[str, ...], str, int]
+
+    def walk(struct: Mapping[str, Any], prefix: tuple[str, ...]) -> Iterator[Limit]:
+        for f in struct.get("fields", ()):
+            path = (*prefix, str(f["name"]))
+            declared = (f.get("metadata") or {}).get(TYPE_STRING)
+            m = _CHAR_VARCHAR.fullmatch(declared) if isinstance(declared, str) else None
+            if m is not None and f.get("type") == "string":
+                yield path, m.group(1).lower(), int(m.group(2))
+            t = f.get("type")
+            if isinstance(t, dict) and t.get("type") == "struct":
+                yield from walk(t, path)
+
+    yield from walk(schema, ())
