@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import ArrayType, AtomicType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import AtomicType, DataType, StructField, StructType
 
 from deltamerge import catalog
 from deltamerge.constraints import check_no_dependents
@@ -29,7 +29,7 @@ from deltamerge.log import column_mapping
 from deltamerge.log.actions import Metadata
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter
-from deltamerge.spark.types import schema_string, to_spark_schema
+from deltamerge.spark.types import as_nullable, schema_string, to_spark_schema
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -77,7 +77,12 @@ def _index(struct: StructType, name: str) -> int | None:
     return exact[0] if exact else hits[0] if hits else None
 
 
-def _struct_at(schema: StructType, parent: Sequence[str], what: str) -> StructType:
+_NOT_STRUCT = "DELTA_UNSUPPORTED_DROP_NESTED_COLUMN_FROM_NON_STRUCT_TYPE"
+
+
+def _struct_at(
+    schema: StructType, parent: Sequence[str], what: str, error_class: str = _NOT_STRUCT
+) -> StructType:
     """The struct ``parent`` names (the schema itself for ``()``)."""
     node = schema
     for depth, name in enumerate(parent):
@@ -88,9 +93,7 @@ def _struct_at(schema: StructType, parent: Sequence[str], what: str) -> StructTy
         if not isinstance(dt, StructType):
             raise AnalysisError(
                 f"Cannot {what} {_quoted(parent)}: its type is {dt.simpleString()}, not a struct.",
-                error_class="DELTA_ADD_COLUMN_PARENT_NOT_STRUCT"
-                if what == "add a column to"
-                else "DELTA_UNSUPPORTED_DROP_NESTED_COLUMN_FROM_NON_STRUCT_TYPE",
+                error_class=error_class,
             )
         node = dt
     return node
@@ -132,16 +135,6 @@ def _field_json(path: Sequence[str], f: StructField) -> dict[str, Any]:
     }
 
 
-def _has_not_null(dt: DataType) -> bool:
-    if isinstance(dt, StructType):
-        return any(not f.nullable or _has_not_null(f.dataType) for f in dt.fields)
-    if isinstance(dt, ArrayType):
-        return _has_not_null(dt.elementType)
-    if isinstance(dt, MapType):
-        return _has_not_null(dt.keyType) or _has_not_null(dt.valueType)
-    return False
-
-
 class _Alter:
     """One ALTER TABLE transaction: the current schema, edited, then committed as metadata only."""
 
@@ -169,7 +162,7 @@ def add_columns(spark: SparkSession, path: str, columns: Sequence[NewColumn]) ->
     """``ALTER TABLE t ADD COLUMNS (...)``: nullable columns only, as in Delta."""
     alter = _Alter(spark, path)
     for c in columns:
-        if not c.field.nullable or _has_not_null(c.field.dataType):
+        if not c.field.nullable or as_nullable(c.field.dataType) != c.field.dataType:
             raise UnsupportedOperationError(
                 "Operation not allowed: `NOT NULL in ALTER TABLE ADD COLUMNS` is not supported for Delta "
                 "tables. Add the column as nullable.",
@@ -182,7 +175,7 @@ def add_columns(spark: SparkSession, path: str, columns: Sequence[NewColumn]) ->
                 "supported; define it when the table is created.",
                 error_class="DELTA_OPERATION_NOT_ALLOWED",
             )
-        struct = _struct_at(alter.schema, c.parent, "add a column to")
+        struct = _struct_at(alter.schema, c.parent, "add a column to", "DELTA_ADD_COLUMN_PARENT_NOT_STRUCT")
         if _index(struct, c.field.name) is not None:
             raise AnalysisError(
                 f"Cannot add column, because `{_quoted([*c.parent, c.field.name])}` already exists in "

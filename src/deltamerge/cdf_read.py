@@ -428,11 +428,12 @@ def read_changes(
     if resolved is None:
         return spark.createDataFrame([], out_schema)
     start, end = resolved
-    if not _cdf_enabled(log.snapshot(start).metadata):
+    start_metadata = log.snapshot(start).metadata
+    if not _cdf_enabled(start_metadata):
         raise _not_recorded(start, start, end)
 
     guard = _SchemaChangeGuard(spark, read_snap.metadata, resolved)
-    guard.check(log.snapshot(start).metadata, start)
+    guard.check(start_metadata, start)
     pieces: list[_Piece] = []
     for v in range(start, end + 1):
         actions = log.read_commit(v)

@@ -19,10 +19,10 @@ from pyspark.sql.types import DataType, StructField
 
 from deltamerge import alter_columns
 from deltamerge.errors import ParseError, UnsupportedOperationError
+from deltamerge.sql_statements import _IDENT, _unquote
 
 __all__ = ["run_alter_columns"]
 
-_IDENT = r"`(?:[^`]|``)+`|\w+"
 _PATH = rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*"
 _STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _POSITION = rf"FIRST|AFTER\s+(?:{_IDENT})"
@@ -41,15 +41,6 @@ _HIVE = re.compile(
     rf"(?P<new>{_IDENT})\s+(?P<type>.+?)(?:\s+COMMENT\s+(?P<comment>{_STRING}))?(?:\s+(?P<pos>{_POSITION}))?",
     _F,
 )
-
-
-def _unquote(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] == "`":
-        return text[1:-1].replace("``", "`")
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return re.sub(r"\\(.)", r"\1", text[1:-1])
-    return text
 
 
 def _path(text: str) -> list[str]:

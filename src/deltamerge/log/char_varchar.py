@@ -9,7 +9,6 @@ limits to enforce (Spark's ``EXCEED_LIMIT_LENGTH``).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -76,11 +75,11 @@ def _struct(struct: Mapping[str, Any]) -> dict:
     return {**struct, "fields": fields}
 
 
-def to_delta(schema: Mapping[str, Any]) -> dict:
+def to_delta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     """``schema`` with every ``char(n)`` / ``varchar(n)`` stored as ``string`` plus the declared type
-    in the field's metadata (a copy; unchanged when there is none)."""
+    in the field's metadata: a new schema, or ``schema`` itself when it has none."""
     if not _has(dict(schema)):
-        return copy.deepcopy(dict(schema))
+        return schema
     return _struct(schema)
 
 

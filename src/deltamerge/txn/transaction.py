@@ -192,8 +192,9 @@ class OptimisticTransaction:
         configuration = {k: _conf_str(v) for k, v in metadata.configuration.items()}
         configuration, min_reader, min_writer = requested_versions(configuration)
         metadata = replace(metadata, configuration=configuration)
-        schema = char_varchar.to_delta(metadata.schema)  # CHAR/VARCHAR are strings in Delta's schema
-        if schema != metadata.schema:
+        current_schema = metadata.schema
+        schema = char_varchar.to_delta(current_schema)  # CHAR/VARCHAR are strings in Delta's schema
+        if schema is not current_schema:
             metadata = replace(metadata, schema_string=json.dumps(schema, separators=(",", ":")))
         metadata = self._with_column_mapping(metadata)
         schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
