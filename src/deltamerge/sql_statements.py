@@ -9,7 +9,7 @@
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
-  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS]``,
+  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS] [DRY RUN]``,
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]`` (a
   regular-expression front: sqlglot does not parse them);
 * queries reading ``table_changes('t', start[, end])`` / ``table_changes_by_path(...)``: each call
@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, cast
 
 import sqlglot
@@ -33,16 +32,15 @@ from pyspark.sql.types import DataType, StructField, StructType
 from sqlglot import exp
 
 from deltamerge import catalog
-from deltamerge.config import parse_bool
 from deltamerge.errors import (
     AnalysisError,
-    InvalidArgumentError,
     ParseError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
+from deltamerge.table_properties import check_properties, set_properties, unset_properties
 
 __all__ = ["run_statement"]
 
@@ -153,12 +151,11 @@ def _detail(spark: SparkSession, m: re.Match[str]) -> DataFrame:
 
 
 def _vacuum(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    if m.group("dry") or (m.group("mode") or "").upper() == "LITE":
-        raise UnsupportedOperationError(
-            "VACUUM ... DRY RUN and VACUUM LITE are not implemented by deltamerge."
-        )
+    if (m.group("mode") or "").upper() == "LITE":
+        raise UnsupportedOperationError("VACUUM LITE is not implemented by deltamerge; use VACUUM [FULL].")
     hours = m.group("hours")
-    return _delta_table(spark, m.group("table")).vacuum(float(hours) if hours is not None else None)
+    table = _delta_table(spark, m.group("table"))
+    return table._vacuum(float(hours) if hours is not None else None, dry_run=bool(m.group("dry")))
 
 
 def _restore(spark: SparkSession, m: re.Match[str]) -> DataFrame:
@@ -201,44 +198,7 @@ def _properties(text: str, *, keys_only: bool) -> dict[str, str]:
     return out
 
 
-_BOOLEAN_PROPERTIES = {
-    "delta.appendonly",
-    "delta.enablechangedatafeed",
-    "delta.enabledeletionvectors",
-    "delta.enabletypewidening",
-    "delta.enableincommittimestamps",
-    "delta.enablerowtracking",
-}
-
-
-def _check_properties(props: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for key, value in props.items():
-        low = key.lower()
-        if low.startswith("delta.feature."):
-            raise UnsupportedOperationError(
-                f"Setting {key} is not implemented by deltamerge: table features follow from the table "
-                "properties (e.g. delta.enableDeletionVectors); delta.minReaderVersion and "
-                "delta.minWriterVersion raise the protocol versions."
-            )
-        if low in _BOOLEAN_PROPERTIES:
-            try:
-                value = "true" if parse_bool(value) else "false"
-            except ValueError:
-                raise InvalidArgumentError(
-                    f"{value} is not a valid value for {key}: it must be true or false.",
-                    error_class="DELTA_INVALID_CONFIGURATION_VALUE",
-                )
-        out[key] = value
-    return out
-
-
 def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
-    from deltamerge.log.snapshot import DeltaLog
-    from deltamerge.spark.session import conf_getter
-    from deltamerge.txn.operations import Operation
-    from deltamerge.txn.transaction import OptimisticTransaction
-
     try:
         path, _name = _resolve(m.group("table"), allow_path=False)
     except TableNotFoundError:
@@ -254,32 +214,12 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
             "SET / UNSET TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
         )
-    txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
-    meta = txn.metadata
-    assert meta is not None
-    conf = dict(meta.configuration)
     if set_m is not None:
-        props = _check_properties(_properties(set_m.group("props"), keys_only=False))
-        conf.update(props)
-        op = Operation("SET TBLPROPERTIES", {"properties": props}, {}, changes_data=False)
+        set_properties(spark, path, _properties(set_m.group("props"), keys_only=False))
     else:
         assert unset_m is not None
         keys = list(_properties(unset_m.group("props"), keys_only=True))
-        if_exists = bool(unset_m.group("ifexists"))
-        missing = [k for k in keys if k not in conf]
-        if missing and not if_exists:
-            raise AnalysisError(
-                f"Attempted to unset non-existent property '{missing[0]}' in table {path}",
-                error_class="DELTA_UNSET_NON_EXISTENT_PROPERTY",
-            )
-        for k in keys:
-            conf.pop(k, None)
-        op = Operation(
-            "UNSET TBLPROPERTIES", {"properties": keys, "ifExists": if_exists}, {}, changes_data=False
-        )
-    txn.update_metadata(replace(meta, configuration=conf))
-    txn.commit([], op)
-    catalog.refresh_views(spark, path)
+        unset_properties(spark, path, keys, if_exists=bool(unset_m.group("ifexists")))
     return _empty(spark)
 
 
@@ -485,7 +425,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
         location=location,
         schema=schema,
         partition_by=partition_by or [],
-        properties=_check_properties(props),
+        properties=check_properties(props),
         comment=comment,
         data=data,
     )

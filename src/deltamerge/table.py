@@ -234,7 +234,12 @@ class DeltaTable:
 
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:
         """Delete files no longer referenced by the table and older than the retention period."""
-        from deltamerge.vacuum import vacuum
+        return self._vacuum(retentionHours, dry_run=False)
+
+    def _vacuum(self, retentionHours: float | None, *, dry_run: bool) -> DataFrame:
+        """VACUUM; with ``dry_run`` (``VACUUM ... DRY RUN``) nothing is deleted and the files that
+        would be are returned."""
+        from deltamerge.vacuum import vacuum, vacuum_candidates
 
         snap = snapshot_for(self._path)
         default_ms = TableProperties.DELETED_FILE_RETENTION_MS.get(snap.metadata.configuration)
@@ -251,7 +256,8 @@ class DeltaTable:
                 f"{default_ms / 3_600_000:g} hours.",
                 error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
             )
-        deleted = vacuum(snap, retention_ms, now_ms=int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        deleted = (vacuum_candidates if dry_run else vacuum)(snap, retention_ms, now_ms=now_ms)
         return self._spark.createDataFrame([(os.path.join(self._path, p),) for p in deleted], "path string")
 
     # --- MERGE ---------------------------------------------------------------------------------------
@@ -344,6 +350,29 @@ class DeltaTable:
         if not isinstance(timestamp, str):
             raise ValueError(f"timestamp needs to be a string but got '{type(timestamp)}'.")
         return restore(self._spark, self._path, timestamp=timestamp)
+
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the table's protocol to at least these versions (never lowers it: a lower version
+        is a no-op, as in Delta). Committed as ``SET TBLPROPERTIES``."""
+        from deltamerge.table_properties import set_properties
+
+        for name, value in (("readerVersion", readerVersion), ("writerVersion", writerVersion)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"The {name} needs to be an integer but got '{type(value)}'.")
+        set_properties(
+            self._spark,
+            self._path,
+            {"delta.minReaderVersion": str(readerVersion), "delta.minWriterVersion": str(writerVersion)},
+        )
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Add a table feature to the protocol (``delta.feature.<name> = supported``), moving it to
+        table-features form (writer 7, and reader 3 for a reader-writer feature) if needed."""
+        from deltamerge.table_properties import set_properties
+
+        if not isinstance(featureName, str):
+            raise ValueError(f"The featureName needs to be a string but got '{type(featureName)}'.")
+        set_properties(self._spark, self._path, {f"delta.feature.{featureName}": "supported"})
 
     def optimize(self) -> DeltaOptimizeBuilder:
         """Builder for OPTIMIZE: ``.where(partition_filter)``, then ``.executeCompaction()``."""

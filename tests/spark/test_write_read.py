@@ -368,9 +368,15 @@ def test_vacuum(spark, table_path: str) -> None:
 
     spark.conf.set(RETENTION_CHECK, "false")
     try:
-        table.vacuum(0)
+        # DRY RUN lists what would go and deletes nothing.
+        listed = deltamerge.sql(spark, f"VACUUM delta.`{table_path}` RETAIN 0 HOURS DRY RUN").collect()
+        assert removed <= _data_files(table_path)
+        deleted = table.vacuum(0).collect()
     finally:
         spark.conf.unset(RETENTION_CHECK)
+    assert sorted(listed) == sorted(deleted) and {os.path.join(table_path, p) for p in removed} <= {
+        r.path for r in listed
+    }
     assert _data_files(table_path) == live
     assert not os.path.exists(staging)
     assert DeltaLog.for_table(table_path).latest_version() == 2  # vacuum commits nothing

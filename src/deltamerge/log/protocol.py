@@ -393,7 +393,13 @@ def upgrade(old: Protocol, configuration: Mapping[str, str], schema_json: Any) -
         candidate = _protocol_with(all_r, all_w, old.min_reader_version, old.min_writer_version)
         if candidate.min_writer_version < 7:
             return candidate
-    # Table-features form: make every implied legacy feature explicit.
+    return _table_features_form(old, all_r, all_w)
+
+
+def _table_features_form(old: Protocol, all_r: set[str], all_w: set[str]) -> Protocol:
+    """``old`` moved to writer version 7 (and reader 3 when a reader feature needs it) listing
+    ``all_r`` / ``all_w``."""
+    # Make every feature the legacy versions implied explicit.
     if old.min_writer_version < 7:
         all_w |= LEGACY_WRITER_FEATURES.get(old.min_writer_version, frozenset())
     if old.min_reader_version < 3:
@@ -409,6 +415,71 @@ def upgrade(old: Protocol, configuration: Mapping[str, str], schema_json: Any) -
 #: Table properties that ask for a protocol instead of being stored (Delta drops them too).
 MIN_READER_PROPERTY = "delta.minReaderVersion"
 MIN_WRITER_PROPERTY = "delta.minWriterVersion"
+FEATURE_PROPERTY_PREFIX = "delta.feature."
+
+#: Every feature name of the protocol (lower case -> the spelling the log uses).
+KNOWN_FEATURES = {
+    name.lower(): name
+    for name in (
+        APPEND_ONLY, INVARIANTS, CHECK_CONSTRAINTS, CHANGE_DATA_FEED, GENERATED_COLUMNS, COLUMN_MAPPING,
+        IDENTITY_COLUMNS, DELETION_VECTORS, ROW_TRACKING, TIMESTAMP_NTZ, DOMAIN_METADATA, V2_CHECKPOINT,
+        ICEBERG_COMPAT_V1, ICEBERG_COMPAT_V2, CLUSTERING, VACUUM_PROTOCOL_CHECK, TYPE_WIDENING,
+        TYPE_WIDENING_PREVIEW, IN_COMMIT_TIMESTAMP, VARIANT_TYPE, VARIANT_TYPE_PREVIEW,
+        VARIANT_SHREDDING_PREVIEW, CATALOG_MANAGED, ALLOW_COLUMN_DEFAULTS,
+    )
+}  # fmt: skip
+
+
+def requested_features(configuration: Mapping[str, str]) -> tuple[dict[str, str], set[str]]:
+    """``configuration`` without its ``delta.feature.<name>`` properties, and the features they ask
+    the protocol to support (Delta's ``getSupportedFeaturesFromTableConfigs``).
+
+    The status must be ``supported`` (or the deprecated ``enabled``); names are case-insensitive.
+    A feature deltamerge cannot write is refused here, before anything is committed: listing it
+    would oblige every later write to honour it.
+    """
+    rest: dict[str, str] = {}
+    features: set[str] = set()
+    unknown: list[str] = []
+    for key, value in configuration.items():
+        if not key.lower().startswith(FEATURE_PROPERTY_PREFIX):
+            rest[key] = value
+            continue
+        name = key[len(FEATURE_PROPERTY_PREFIX) :].lower()
+        status = str(value).strip().lower()
+        if status not in ("supported", "enabled"):
+            raise UnsupportedFeatureError(
+                f'Expecting the status for table feature {name} to be "supported", but got "{status}".',
+                error_class="DELTA_UNSUPPORTED_FEATURE_STATUS",
+            )
+        feature = KNOWN_FEATURES.get(name)
+        if feature is None:
+            unknown.append(key)
+            continue
+        if feature not in SUPPORTED_WRITER_FEATURES:
+            raise _refuse(feature, for_write=True)
+        features.add(feature)
+    if unknown:
+        raise UnsupportedFeatureError(
+            "Table features configured in the following Spark configs or Delta table properties are "
+            f"not recognized by this version of Delta Lake: {', '.join(unknown)}. Valid names: "
+            f"{', '.join(sorted(KNOWN_FEATURES.values()))}.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_IN_CONFIG",
+        )
+    return rest, features
+
+
+def with_features(old: Protocol, features: Iterable[str]) -> Protocol:
+    """``old`` supporting ``features`` too. Explicitly added features put the protocol in
+    table-features form (writer version 7; reader 3 for reader features), as Delta's
+    ``ALTER TABLE ... SET TBLPROPERTIES ('delta.feature.<name>' = 'supported')`` does. Features
+    ``old`` supports already, explicitly or through its legacy versions, change nothing."""
+    wanted = set(features)
+    have_w, have_r = writer_features(old), reader_features(old)
+    need_r = wanted & READER_WRITER_FEATURES
+    if wanted <= have_w | have_r and need_r <= have_r:  # supported already (legacy versions imply some)
+        return old
+    return _table_features_form(old, set(have_r) | need_r, set(have_w) | wanted)
 
 
 def requested_versions(configuration: Mapping[str, str]) -> tuple[dict[str, str], int, int]:

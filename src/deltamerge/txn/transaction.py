@@ -53,8 +53,10 @@ from deltamerge.log.protocol import (
     at_least,
     check_can_write,
     protocol_for,
+    requested_features,
     requested_versions,
     upgrade,
+    with_features,
     writer_features,
 )
 from deltamerge.log.snapshot import DeltaLog, Snapshot
@@ -191,6 +193,7 @@ class OptimisticTransaction:
         # Property values are strings in the log ("true", not true).
         configuration = {k: _conf_str(v) for k, v in metadata.configuration.items()}
         configuration, min_reader, min_writer = requested_versions(configuration)
+        configuration, features = requested_features(configuration)
         metadata = replace(metadata, configuration=configuration)
         current_schema = metadata.schema
         schema = char_varchar.to_delta(current_schema)  # CHAR/VARCHAR are strings in Delta's schema
@@ -217,6 +220,12 @@ class OptimisticTransaction:
             raised = at_least(protocol, min_reader, min_writer)
             if raised != protocol:
                 self._new_protocol = raised
+        if features:
+            protocol = self.protocol
+            assert protocol is not None
+            extended = with_features(protocol, features)
+            if extended != protocol:
+                self._new_protocol = extended
 
     def update_protocol(self, protocol: Protocol) -> None:
         """Set an explicit protocol in this commit (e.g. to add a table feature)."""

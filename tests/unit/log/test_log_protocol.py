@@ -322,3 +322,77 @@ def test_requested_versions_raise_the_protocol_and_leave_the_properties() -> Non
         at_least(Protocol(1, 2), 1, 8)
     with pytest.raises(UnsupportedFeatureError, match="DELTA_INVALID_PROTOCOL_VERSION"):
         requested_versions({"delta.minWriterVersion": "five"})
+
+
+def test_requested_features_are_taken_out_of_the_properties() -> None:
+    from deltamerge.log.protocol import requested_features
+
+    rest, features = requested_features(
+        {"delta.feature.DeletionVectors": "Supported", "delta.feature.timestampNtz": "enabled", "a": "1"}
+    )
+    assert rest == {"a": "1"} and features == {"deletionVectors", "timestampNtz"}
+    with pytest.raises(UnsupportedFeatureError, match="DELTA_UNSUPPORTED_FEATURE_STATUS"):
+        requested_features({"delta.feature.deletionVectors": "disabled"})
+    with pytest.raises(UnsupportedFeatureError, match="DELTA_UNSUPPORTED_FEATURES_IN_CONFIG") as e:
+        requested_features({"delta.feature.noSuchFeature": "supported"})
+    assert "delta.feature.noSuchFeature" in str(e.value)
+    # A feature deltamerge cannot write would bind every later write: refused before any commit.
+    with pytest.raises(UnsupportedFeatureError, match="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"):
+        requested_features({"delta.feature.rowTracking": "supported"})
+
+
+@pytest.mark.parametrize(
+    ("old", "features", "expected"),
+    [
+        # A writer feature on a legacy table: writer version 7 listing what (1,2) implied.
+        (Protocol(1, 2), {"changeDataFeed"}, _features(None, ["appendOnly", "changeDataFeed", "invariants"])),
+        # A reader-writer feature: (3,7) with the feature in both lists.
+        (
+            Protocol(1, 2),
+            {"deletionVectors"},
+            _features(["deletionVectors"], ["appendOnly", "deletionVectors", "invariants"]),
+        ),
+        # Legacy reader version 2 covers column mapping: the reader version stays.
+        (
+            Protocol(2, 5),
+            {"columnMapping"},
+            Protocol(2, 5),
+        ),
+        (
+            Protocol(2, 5),
+            {"identityColumns"},
+            Protocol(
+                2,
+                7,
+                None,
+                (
+                    "appendOnly",
+                    "changeDataFeed",
+                    "checkConstraints",
+                    "columnMapping",
+                    "generatedColumns",
+                    "identityColumns",
+                    "invariants",
+                ),
+            ),
+        ),
+        # Supported already, through the legacy versions or the lists: nothing changes.
+        (Protocol(1, 4), {"changeDataFeed", "appendOnly"}, Protocol(1, 4)),
+        (
+            _features(["deletionVectors"], ["deletionVectors"]),
+            {"deletionVectors"},
+            _features(["deletionVectors"], ["deletionVectors"]),
+        ),
+        (
+            _features(["deletionVectors"], ["deletionVectors"]),
+            {"timestampNtz", "checkConstraints"},
+            _features(
+                ["deletionVectors", "timestampNtz"], ["checkConstraints", "deletionVectors", "timestampNtz"]
+            ),
+        ),
+    ],
+)
+def test_with_features(old: Protocol, features: set[str], expected: Protocol) -> None:
+    from deltamerge.log.protocol import with_features
+
+    assert with_features(old, features) == expected
