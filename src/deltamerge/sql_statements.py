@@ -10,7 +10,8 @@
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
   ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS] [DRY RUN]``,
-  ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]`` (a
+  ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
+  ``CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]`` (a
   regular-expression front: sqlglot does not parse them);
 * queries reading ``table_changes('t', start[, end])`` / ``table_changes_by_path(...)``: each call
   becomes a temporary view over ``deltamerge.read_changes`` and Spark runs the query.
@@ -61,6 +62,11 @@ _RESTORE = re.compile(
 )
 _OPTIMIZE = re.compile(
     rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?", _F
+)
+_CONVERT = re.compile(
+    rf"CONVERT\s+TO\s+DELTA\s+(?P<table>(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*)"
+    r"(?P<nostats>\s+NO\s+STATISTICS)?(?:\s+PARTITIONED\s+BY\s*\((?P<parts>.*)\))?",
+    _F,
 )
 _ALTER = re.compile(rf"ALTER\s+TABLE\s+{_TABLE}\s+(?P<rest>.+)", _F)
 _SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _F)
@@ -179,6 +185,22 @@ def _optimize(spark: SparkSession, m: re.Match[str]) -> DataFrame:
         raise UnsupportedOperationError("OPTIMIZE ... ZORDER BY is not implemented by deltamerge.")
     where = m.group("where")
     return optimize(spark, _delta_table(spark, m.group("table")).path, [where] if where else [])
+
+
+def _convert(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    from deltamerge.convert import convert_identifier
+
+    schema = None
+    if m.group("parts") is not None:
+        try:
+            parsed = DataType.fromDDL(m.group("parts"))
+        except Exception as e:
+            raise ParseError(f"Cannot parse PARTITIONED BY ({m.group('parts')}): {e}") from None
+        if not isinstance(parsed, StructType):
+            raise ParseError(f"PARTITIONED BY expects `column type` pairs, got ({m.group('parts')}).")
+        schema = parsed
+    convert_identifier(spark, m.group("table"), schema, collect_stats=not m.group("nostats"))
+    return _empty(spark)
 
 
 def _properties(text: str, *, keys_only: bool) -> dict[str, str]:
@@ -498,6 +520,7 @@ _HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], D
     (_VACUUM, _vacuum),
     (_RESTORE, _restore),
     (_OPTIMIZE, _optimize),
+    (_CONVERT, _convert),
     (_ALTER, _alter),
 ]
 

@@ -151,6 +151,29 @@ class DeltaTable:
         """True when ``identifier`` is the path of a Delta table."""
         return DeltaLog.for_table(_abs(identifier)).exists()
 
+    @classmethod
+    def convertToDelta(
+        cls,
+        sparkSession: SparkSession,
+        identifier: str,
+        partitionSchema: str | StructType | None = None,
+    ) -> DeltaTable:
+        """CONVERT TO DELTA the Parquet directory ``identifier`` (``parquet.`/path```) in place and
+        return the table; ``partitionSchema`` (DDL such as ``"part int, d string"``, or a
+        StructType) declares its ``col=value`` directories. A Delta table is returned unchanged."""
+        from deltamerge.convert import convert_identifier
+
+        schema = partitionSchema
+        if isinstance(schema, str):
+            parsed = StructType.fromDDL(schema)
+            if not isinstance(parsed, StructType):
+                raise InvalidArgumentError(
+                    f"partitionSchema must list columns (`name type, ...`), got {schema!r}."
+                )
+            schema = parsed
+        path, name = convert_identifier(sparkSession, identifier, schema)
+        return cls.forName(sparkSession, name) if name is not None else cls.forPath(sparkSession, path)
+
     # --- reading -------------------------------------------------------------------------------------
 
     @property
