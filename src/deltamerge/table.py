@@ -37,6 +37,7 @@ from deltamerge.spark.session import conf_getter
 
 if TYPE_CHECKING:
     from deltamerge.builders import DeltaOptimizeBuilder, DeltaTableBuilder
+    from deltamerge.builders.creation import DeltaColumnBuilder
 
 HISTORY_SCHEMA = StructType(
     [
@@ -357,6 +358,17 @@ class DeltaTable:
     def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
         """Builder for CREATE OR REPLACE TABLE."""
         return _builder(sparkSession, "createOrReplace")
+
+    @classmethod
+    def columnBuilder(cls, sparkSession: SparkSession, colName: str) -> DeltaColumnBuilder:
+        """Builder of one column for the table builders' ``addColumns``: ``.dataType(...)``, then
+        ``.nullable``, ``.generatedAlwaysAs``, ``.generatedAlwaysAsIdentity``,
+        ``.generatedByDefaultAsIdentity``, ``.comment`` as needed, and ``.build()``."""
+        from deltamerge.builders.creation import DeltaColumnBuilder
+
+        if type(colName) is not str:
+            raise TypeError(f"Column name must be str. Found {colName} with type {type(colName)}")
+        return DeltaColumnBuilder(colName)
 
     def restoreToVersion(self, version: int) -> DataFrame:
         """Restore the table to an older version; returns the RESTORE metrics row."""

@@ -179,6 +179,29 @@ def test_builder_argument_checks(spark):
         b.partitionedBy(["a", 1])
     with pytest.raises(TypeError, match=r"^Key and value of property must be string\."):
         b.property("k", 1)
+    with pytest.raises(TypeError, match=r"^Column nullable must be bool\."):
+        DeltaTable.columnBuilder(spark, "a").dataType("int").nullable("no").build()
+    with pytest.raises(DeltaMergeError, match="dataType"):
+        DeltaTable.columnBuilder(spark, "a").build()
+
+
+def test_column_builder(spark, tmp_path):
+    """delta-spark's DeltaTable.columnBuilder: StructFields for addColumns, with generated and
+    identity columns and comments."""
+    path = str(tmp_path / "t")
+    cols = [
+        DeltaTable.columnBuilder(spark, "id").dataType("BIGINT").generatedAlwaysAsIdentity(10, 5).build(),
+        DeltaTable.columnBuilder(spark, "v").dataType(IntegerType()).nullable(False).comment("value").build(),
+        DeltaTable.columnBuilder(spark, "w").dataType("INT").generatedAlwaysAs("v * 2").build(),
+    ]
+    DeltaTable.create(spark).location(path).addColumns(cols).execute()
+    fields = {f["name"]: f for f in snapshot_for(path).metadata.schema["fields"]}
+    assert fields["v"]["nullable"] is False and fields["v"]["metadata"]["comment"] == "value"
+    assert fields["w"]["metadata"]["delta.generationExpression"] == "v * 2"
+    assert fields["id"]["metadata"]["delta.identity.start"] == 10
+    deltamerge.write(spark.createDataFrame([(1,), (2,)], "v int"), path, mode="append")
+    rows = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+    assert [r[1:] for r in rows] == [(1, 2), (2, 4)] and {r[0] for r in rows} <= {10, 15, 20, 25}
 
 
 # --- RESTORE ------------------------------------------------------------------------------------------

@@ -227,6 +227,98 @@ def _type_error(msg: str, objs: Iterable[Any]) -> TypeError:
     return TypeError(msg)
 
 
+def column_field(
+    colName: str,
+    dataType: str | DataType,
+    nullable: bool = True,
+    generatedAlwaysAs: str | IdentityGenerator | None = None,
+    comment: str | None = None,
+    generatedByDefaultAs: IdentityGenerator | None = None,
+) -> StructField:
+    """The StructField of one column of ``addColumn`` / ``DeltaColumnBuilder`` (arguments checked
+    as delta-spark checks them)."""
+    if type(colName) is not str:
+        raise _type_error("Column name must be str.", [colName])
+    if type(dataType) is not str and not isinstance(dataType, DataType):
+        raise _type_error("Column data type must be str or DataType.", [dataType])
+    if type(nullable) is not bool:
+        raise _type_error("Column nullable must be bool.", [nullable])
+    metadata: dict[str, Any] = {}
+    if generatedAlwaysAs is not None and generatedByDefaultAs is not None:
+        raise InvalidArgumentError(
+            "generatedAlwaysAs and generatedByDefaultAs cannot both be set for one column."
+        )
+    if isinstance(generatedAlwaysAs, IdentityGenerator):
+        metadata.update(identity_metadata(generatedAlwaysAs, always=True))
+    elif generatedAlwaysAs is not None:
+        if type(generatedAlwaysAs) is not str:
+            raise _type_error("Column generation expression must be str.", [generatedAlwaysAs])
+        metadata["delta.generationExpression"] = generatedAlwaysAs
+    if generatedByDefaultAs is not None:
+        if not isinstance(generatedByDefaultAs, IdentityGenerator):
+            raise _type_error("generatedByDefaultAs must be an IdentityGenerator.", [generatedByDefaultAs])
+        metadata.update(identity_metadata(generatedByDefaultAs, always=False))
+    if comment is not None:
+        if type(comment) is not str:
+            raise _type_error("Column comment must be str.", [comment])
+        metadata["comment"] = comment
+    dtype = DataType.fromDDL(dataType) if isinstance(dataType, str) else dataType
+    return StructField(colName, dtype, nullable, metadata)
+
+
+class DeltaColumnBuilder:
+    """delta-spark's ``DeltaTable.columnBuilder(spark, name)``: ``.dataType(...)``, ``.nullable(...)``,
+    ``.generatedAlwaysAs(expr)``, ``.generatedAlwaysAsIdentity(start, step)``,
+    ``.generatedByDefaultAsIdentity(start, step)``, ``.comment(...)``, then ``.build()`` -> a
+    StructField for ``DeltaTableBuilder.addColumns``."""
+
+    def __init__(self, colName: str) -> None:
+        self._name = colName
+        self._type: str | DataType | None = None
+        self._nullable = True
+        self._always: str | IdentityGenerator | None = None
+        self._by_default: IdentityGenerator | None = None
+        self._comment: str | None = None
+
+    def dataType(self, dataType: str | DataType) -> DeltaColumnBuilder:
+        """The column type: a DataType or a DDL type string."""
+        self._type = dataType
+        return self
+
+    def nullable(self, nullable: bool) -> DeltaColumnBuilder:
+        """Whether the column takes nulls (default true)."""
+        self._nullable = nullable
+        return self
+
+    def generatedAlwaysAs(self, expression: str) -> DeltaColumnBuilder:
+        """A generated column computed by ``expression`` (SQL text)."""
+        self._always = expression
+        return self
+
+    def generatedAlwaysAsIdentity(self, start: int = 1, step: int = 1) -> DeltaColumnBuilder:
+        """An identity column that refuses explicit values."""
+        self._always = IdentityGenerator(start, step)
+        return self
+
+    def generatedByDefaultAsIdentity(self, start: int = 1, step: int = 1) -> DeltaColumnBuilder:
+        """An identity column that accepts explicit values."""
+        self._by_default = IdentityGenerator(start, step)
+        return self
+
+    def comment(self, comment: str) -> DeltaColumnBuilder:
+        """The column comment."""
+        self._comment = comment
+        return self
+
+    def build(self) -> StructField:
+        """The column as a StructField."""
+        if self._type is None:
+            raise InvalidArgumentError(f"The data type of column {self._name} is not set: call dataType().")
+        return column_field(
+            self._name, self._type, self._nullable, self._always, self._comment, self._by_default
+        )
+
+
 @dataclass
 class DeltaTableBuilder:
     """delta-spark's ``DeltaTableBuilder``: from ``DeltaTable.create / createIfNotExists / replace /
@@ -276,35 +368,9 @@ class DeltaTableBuilder:
         ``generatedAlwaysAs``: a generation expression (SQL text) or an ``IdentityGenerator`` (an
         identity column that refuses explicit values); ``generatedByDefaultAs``: an
         ``IdentityGenerator`` for an identity column that accepts them."""
-        if type(colName) is not str:
-            raise _type_error("Column name must be str.", [colName])
-        if type(dataType) is not str and not isinstance(dataType, DataType):
-            raise _type_error("Column data type must be str or DataType.", [dataType])
-        if type(nullable) is not bool:
-            raise _type_error("Column nullable must be bool.", [nullable])
-        metadata: dict[str, Any] = {}
-        if generatedAlwaysAs is not None and generatedByDefaultAs is not None:
-            raise InvalidArgumentError(
-                "generatedAlwaysAs and generatedByDefaultAs cannot both be set for one column."
-            )
-        if isinstance(generatedAlwaysAs, IdentityGenerator):
-            metadata.update(identity_metadata(generatedAlwaysAs, always=True))
-        elif generatedAlwaysAs is not None:
-            if type(generatedAlwaysAs) is not str:
-                raise _type_error("Column generation expression must be str.", [generatedAlwaysAs])
-            metadata["delta.generationExpression"] = generatedAlwaysAs
-        if generatedByDefaultAs is not None:
-            if not isinstance(generatedByDefaultAs, IdentityGenerator):
-                raise _type_error(
-                    "generatedByDefaultAs must be an IdentityGenerator.", [generatedByDefaultAs]
-                )
-            metadata.update(identity_metadata(generatedByDefaultAs, always=False))
-        if comment is not None:
-            if type(comment) is not str:
-                raise _type_error("Column comment must be str.", [comment])
-            metadata["comment"] = comment
-        dtype = DataType.fromDDL(dataType) if isinstance(dataType, str) else dataType
-        self._fields.append(StructField(colName, dtype, nullable, metadata))
+        self._fields.append(
+            column_field(colName, dataType, nullable, generatedAlwaysAs, comment, generatedByDefaultAs)
+        )
         return self
 
     def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:
