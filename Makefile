@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-delta-ports test-fast lint bench bench-small soak clean
+.PHONY: demo test test-full test-delta-ports test-fast lint bench bench-small soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,6 +16,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
+
+# Everything `make test` samples: every Delta port, every item of the sampled matrices, 150 generated
+# differential examples (about three times as long as `make test`).
+test-full: $(STAMP)
+	DELTAMERGE_DELTA_PORTS=all DELTAMERGE_SAMPLED=all MERGE_PROPERTY_EXAMPLES=150 \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
 # Every item of the Delta suite ports (make test runs a fixed fifth of them; see tests/conftest.py).
 test-delta-ports: $(STAMP)

@@ -135,10 +135,10 @@ def _exec_python_df(spark, code: str):
     return env["df"]
 
 
-@pytest.mark.spark
 def _column_mapped_params():
     """Every case once more on a column-mapped target (``name`` and ``id`` modes in turn), through
-    its first entry: Delta runs its MERGE suites in both modes too (``...ColMapNameMode``)."""
+    its first entry: Delta runs its MERGE suites in both modes too (``...ColMapNameMode``). A
+    sampled matrix: ``make test`` runs a fixed half of them, ``make test-full`` all."""
     params = []
     for i, case in enumerate(CASES):
         entry = "sql" if case.get("merge_sql") else "builder"
@@ -148,7 +148,12 @@ def _column_mapped_params():
             "target_properties": {**(case.get("target_properties") or {}), "delta.columnMapping.mode": mode},
         }
         params.append(
-            pytest.param(body, entry, id=f"{case['id']}-{case['name']}-columnMapping{mode.title()}-{entry}")
+            pytest.param(
+                body,
+                entry,
+                id=f"{case['id']}-{case['name']}-columnMapping{mode.title()}-{entry}",
+                marks=pytest.mark.sampled,
+            )
         )
     return params
 

@@ -47,6 +47,7 @@ def _state(spark, path):
     return _rows(spark, path), dvs, {k: metrics.get(k) for k in keep}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("side", sorted(SIDES))
 @pytest.mark.parametrize("clauses", sorted(CLAUSES))
 def test_one_job_same_as_delta_shaped(spark, tmp_path, monkeypatch, clauses, side):
@@ -209,6 +210,7 @@ def _shape_tables(spark, shape):
     return target, source, "t.a = s.a AND t.b = s.b AND t.v % 4 <> s.v % 4", clauses, {}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("side", sorted(SIDES))
 @pytest.mark.parametrize("shape", ["evolution", "string_key_nulls", "composite_residual"])
 def test_one_job_merge_shapes(spark, tmp_path, monkeypatch, shape, side):

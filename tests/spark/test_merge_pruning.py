@@ -335,6 +335,7 @@ CLAUSE_SETS = {
 }
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize("clauses", sorted(CLAUSE_SETS))
 def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses):
@@ -380,7 +381,8 @@ def test_small_result_query_restores_settings(spark):
         spark.conf.set("spark.sql.shuffle.partitions", "2")
 
 
-@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+@pytest.mark.sampled
+@pytest.mark.parametrize("dv", [True, False], ids=["dv", "cow"])
 def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
     """Partitioned target: touched partitions rewritten (or masked), inserts routed by partition."""
     calls = _spy_broadcast(monkeypatch)
@@ -405,6 +407,7 @@ def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
     assert calls  # the two-job variant ran (and the single pass, unless it had to retry, in its run)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_sql_text_expressions_quote_odd_column_names(spark, tmp_path, monkeypatch, dv):
     """The per-row expressions are SQL text (merge/output.py): column names with dots and backticks
@@ -507,6 +510,7 @@ def _data_files(path):
     return sorted(p.name for p in pathlib.Path(path).rglob("*.parquet"))
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 @pytest.mark.parametrize("stats", [True, False], ids=["stats", "no-stats"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
@@ -540,6 +544,7 @@ def test_broadcast_variant_detects_multiple_matches(
     assert _data_files(path) == files  # nothing the failed write produced is left behind
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_job_one_duplicates_allowed_for_lone_unconditional_delete(spark, tmp_path, monkeypatch, dv, variant):
@@ -579,6 +584,7 @@ def _completed(outcomes: list[str], variant: str, dv: bool) -> bool:
     return outcomes in (["single"], ["retry", "matched", "written"])
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkeypatch, dv, variant):
@@ -598,6 +604,7 @@ def test_job_one_duplicate_keys_routed_to_different_rows(spark, tmp_path, monkey
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize(
@@ -620,7 +627,8 @@ def test_unmatched_source_row_sharing_a_matched_key_is_inserted(
     assert _rows(spark, path) == [(1, 0, "A"), (1, 5, "B"), (2, 0, "c"), (3, 0, "D")]
 
 
-@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+@pytest.mark.sampled
+@pytest.mark.parametrize("dv", [True, False], ids=["dv", "cow"])
 def test_single_pass_with_untouched_candidates(spark, tmp_path, monkeypatch, dv):
     """Source keys that pass data skipping for 4 files but match rows of only 2 of them. DV mode
     keeps its one pass (it writes no copies); copy-on-write deletes its output and retries with
@@ -765,6 +773,7 @@ def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encodin
     assert results[0][0] == (6, 3, 1, 2)  # 57 was deleted before: it is inserted again
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("cdf", [False, True], ids=["plain", "cdf"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_replacing_every_row_removes_whole_files(spark, tmp_path, monkeypatch, dv, cdf):
