@@ -29,10 +29,6 @@ def spark(tmp_path_factory):
         .config("spark.driver.memory", "2g")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        # Tests run many tiny jobs on 2 cores shared by 2 workers: the C1 compiler alone and a serial
-        # collector leave the cores to the tests (C2 and parallel GC threads compete with them; ~10%
-        # less wall time measured on tests/spark/test_merge_source_stats.py).
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     )
     # DELTAMERGE_TEST_TABLE_DEFAULTS="columnMapping.mode=name,..." runs the suite with Delta's
     # defaults for new tables (e.g. every table column-mapped), a check of the features' reach.
@@ -104,7 +100,7 @@ for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
 # every DELTA_PORTS_STRIDE-th item of each file (the same items every run; the first of each file
 # included) and `make test-delta-ports` (DELTAMERGE_DELTA_PORTS=all) runs them all.
 
-DELTA_PORTS_STRIDE = 5
+DELTA_PORTS_STRIDE = 10
 
 
 def _delta_port_stride() -> int:
@@ -148,7 +144,7 @@ def _schedule_order(items: list[pytest.Item]) -> None:
 # (fixed: the same items every run, the first included); DELTAMERGE_SAMPLED=all (`make test-full`)
 # runs every one.
 
-SAMPLED_STRIDE = 2
+SAMPLED_STRIDE = 3
 
 
 def _sampled_stride() -> int:

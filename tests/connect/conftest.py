@@ -64,7 +64,6 @@ CONFIGS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",  # see tests/conftest.py
 }
 
 
