@@ -19,7 +19,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from deltamerge import catalog
 from deltamerge.config import SessionConf
 from deltamerge.errors import (
     AnalysisError,
@@ -30,10 +29,10 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.io import _abs
+from deltamerge.identifiers import QUALIFIED, lookup_table, name_parts
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddFile, Metadata
-from deltamerge.log.paths import HIVE_DEFAULT_PARTITION, encode_add_path, unescape_path_name
+from deltamerge.log.paths import HIVE_DEFAULT_PARTITION, encode_add_path, table_root, unescape_path_name
 from deltamerge.log.protocol import DELETION_VECTORS, writer_features
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import (
@@ -51,8 +50,6 @@ from deltamerge.txn.transaction import OptimisticTransaction
 __all__ = ["convert_identifier", "convert_to_delta"]
 
 _HIDDEN = ("_", ".")
-_IDENT = r"[A-Za-z_]\w*|`(?:[^`]|``)+`"
-_NAME = re.compile(rf"\s*({_IDENT})(?:\s*\.\s*({_IDENT}))?\s*")
 
 
 def _list_files(root: str) -> list[str]:
@@ -201,7 +198,7 @@ def convert_to_delta(
     values must cast to); without it the directory must not be partitioned. ``collect_stats=False``
     is ``NO STATISTICS``. A directory that already holds a Delta table is left as it is.
     """
-    root = _abs(path)
+    root = table_root(path)
     if not os.path.exists(root):
         raise InvalidArgumentError(
             f"Path does not exist: {root}.", error_class="PATH_NOT_FOUND", sql_state="42K03"
@@ -271,10 +268,6 @@ def convert_to_delta(
     txn.commit(adds, Operation("CONVERT", params, {"numConvertedFiles": len(adds)}))
 
 
-def _unquote(ident: str) -> str:
-    return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
-
-
 def convert_identifier(
     spark: SparkSession,
     identifier: str,
@@ -283,34 +276,31 @@ def convert_identifier(
 ) -> tuple[str, str | None]:
     """CONVERT TO DELTA on a table identifier as Delta takes it: ``parquet.`/path```, or
     ``delta.`/path``` / a registered name (already Delta: nothing to do). Returns (path, name)."""
-    m = _NAME.fullmatch(identifier)
-    if m is None:
+    if re.fullmatch(rf"\s*{QUALIFIED}\s*", identifier) is None:
         raise ParseError(f"Cannot parse the table identifier {identifier!r}; write parquet.`/path/to/dir`.")
-    first, second = _unquote(m.group(1)), m.group(2) and _unquote(m.group(2))
-    name = first if second is None else f"{first}.{second}"
-    short = second if second is not None and first.lower() in ("default", "spark_catalog") else name
-    registered = catalog.path_for_name(short)
+    parts = name_parts(identifier)
+    registered = lookup_table(parts)
     if registered is not None:
-        return registered, short
-    if second is None:
-        if os.path.isabs(first):
-            raise UnsupportedOperationError(
-                "CONVERT TO DELTA only supports parquet tables. Please rewrite your target as "
-                f"parquet.`{first}` if it's a parquet directory.",
-                error_class="DELTA_MISSING_PROVIDER_FOR_CONVERT",
-            )
-        raise TableNotFoundError(
-            f"The table or view `{first}` cannot be found.", error_class="TABLE_OR_VIEW_NOT_FOUND"
+        return registered
+    if len(parts) == 1 and os.path.isabs(parts[0]):
+        raise UnsupportedOperationError(
+            "CONVERT TO DELTA only supports parquet tables. Please rewrite your target as "
+            f"parquet.`{parts[0]}` if it's a parquet directory.",
+            error_class="DELTA_MISSING_PROVIDER_FOR_CONVERT",
         )
-    provider = first.lower()
-    if provider == "delta":
-        return _abs(second), None
-    if provider != "parquet":
-        table_id = ".".join("`" + p.replace("`", "``") + "`" for p in (first, second))
+    if len(parts) != 2:
+        raise TableNotFoundError(
+            f"The table or view `{'.'.join(parts)}` cannot be found.", error_class="TABLE_OR_VIEW_NOT_FOUND"
+        )
+    provider, path = parts
+    if provider.lower() == "delta":
+        return table_root(path), None
+    if provider.lower() != "parquet":
+        table_id = ".".join("`" + p.replace("`", "``") + "`" for p in parts)
         raise UnsupportedOperationError(
             "CONVERT TO DELTA only supports parquet tables, but you are trying to convert a "
-            f"{first} source: {table_id}",
+            f"{provider} source: {table_id}",
             error_class="DELTA_CONVERT_NON_PARQUET_TABLE",
         )
-    convert_to_delta(spark, second, partition_schema, collect_stats)
-    return _abs(second), None
+    convert_to_delta(spark, path, partition_schema, collect_stats)
+    return table_root(path), None

@@ -27,6 +27,7 @@ from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
 from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.column_mapping import is_mapped
+from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
@@ -50,16 +51,6 @@ _MODES = {
     "overwrite": "Overwrite",
     "ignore": "Ignore",
 }
-
-
-def _abs(path: str) -> str:
-    import os
-
-    if path.startswith("file:"):
-        path = path[len("file:") :]
-        while path.startswith("//"):
-            path = path[1:]
-    return os.path.abspath(path)
 
 
 def _check_names(schema: StructType, prefix: str = "") -> None:
@@ -153,7 +144,7 @@ def write(
         raise InvalidArgumentError(f"Unknown save mode {mode!r}; use error, append, overwrite or ignore.")
     spark = df.sparkSession
     quick_replies(spark)
-    root = _abs(path)
+    root = table_root(path)
     parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     log = DeltaLog.for_table(root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
@@ -281,10 +272,10 @@ def snapshot_for(
     As delta-spark's ``timestampAsOf``: a timestamp without a zone is in ``time_zone`` (the session
     time zone), and a timestamp after the latest commit is an error, not the latest version.
     """
-    log = DeltaLog.for_table(_abs(path))
+    log = DeltaLog.for_table(table_root(path))
     if not log.exists():
         raise TableNotFoundError(
-            f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
+            f"`{table_root(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
         )
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("Specify either version or timestamp for time travel, not both.")

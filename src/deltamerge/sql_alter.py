@@ -19,11 +19,13 @@ from pyspark.sql.types import DataType, StructField
 
 from deltamerge import alter_columns
 from deltamerge.errors import ParseError, UnsupportedOperationError
-from deltamerge.sql_statements import _IDENT, _unquote
+from deltamerge.identifiers import IDENT as _IDENT
+from deltamerge.identifiers import QUALIFIED as _PATH
+from deltamerge.identifiers import name_parts as _path
+from deltamerge.identifiers import unquote as _unquote
 
 __all__ = ["run_alter_columns"]
 
-_PATH = rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*"
 _STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _POSITION = rf"FIRST|AFTER\s+(?:{_IDENT})"
 _F = re.IGNORECASE | re.DOTALL
@@ -41,10 +43,6 @@ _HIVE = re.compile(
     rf"(?P<new>{_IDENT})\s+(?P<type>.+?)(?:\s+COMMENT\s+(?P<comment>{_STRING}))?(?:\s+(?P<pos>{_POSITION}))?",
     _F,
 )
-
-
-def _path(text: str) -> list[str]:
-    return [_unquote(p) for p in re.findall(_IDENT, text)]
 
 
 def _position(text: str | None) -> str | None:

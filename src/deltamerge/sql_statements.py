@@ -39,16 +39,17 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
+from deltamerge.identifiers import QUALIFIED, lookup_table
+from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
 from deltamerge.table_properties import check_properties, set_properties, unset_properties
 
 __all__ = ["run_statement"]
 
-_IDENT = r"[A-Za-z_]\w*|`(?:[^`]|``)+`"
 _TABLE = (
     r"(?P<table>delta\s*\.\s*`(?:[^`]|``)+`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|"
-    rf"(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*)"
+    rf"{QUALIFIED})"
 )
 _F = re.IGNORECASE | re.DOTALL
 _HISTORY = re.compile(rf"(?:DESC|DESCRIBE)\s+HISTORY\s+{_TABLE}(?:\s+LIMIT\s+(?P<limit>\d+))?", _F)
@@ -64,7 +65,7 @@ _OPTIMIZE = re.compile(
     rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?", _F
 )
 _CONVERT = re.compile(
-    rf"CONVERT\s+TO\s+DELTA\s+(?P<table>(?:{_IDENT})(?:\s*\.\s*(?:{_IDENT}))*)"
+    rf"CONVERT\s+TO\s+DELTA\s+(?P<table>{QUALIFIED})"
     r"(?P<nostats>\s+NO\s+STATISTICS)?(?:\s+PARTITIONED\s+BY\s*\((?P<parts>.*)\))?",
     _F,
 )
@@ -89,23 +90,7 @@ def _empty(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], StructType([]))
 
 
-def _unquote(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return re.sub(r"\\(.)", r"\1", text[1:-1])
-    if len(text) >= 2 and text[0] == text[-1] == "`":
-        return text[1:-1].replace("``", "`")
-    return text
-
-
 # --- tables ----------------------------------------------------------------------------------------
-
-
-def _lookup(name: str) -> str | None:
-    parts = [p for p in name.split(".") if p]
-    while len(parts) > 1 and parts[0].lower() in ("spark_catalog", "default"):
-        parts = parts[1:]
-    return catalog.path_for_name(".".join(parts))
 
 
 def _resolve(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
@@ -116,15 +101,16 @@ def _resolve(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
         return _unquote(m.group(1)), None
     if allow_path and text[:1] in "'\"":
         return _unquote(text), None
-    name = ".".join(_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text))
-    path = _lookup(name)
-    if path is None:
+    parts = [_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text)]
+    found = lookup_table(parts)
+    if found is None:
+        name = ".".join(parts)
         raise TableNotFoundError(
             f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
             "register it with deltamerge.register_table(spark, name, path).",
             error_class="TABLE_OR_VIEW_NOT_FOUND",
         )
-    return path, name.split(".")[-1]
+    return found[0], found[1].split(".")[-1]
 
 
 def _table_node(table: exp.Table) -> tuple[str, str | None, str | None]:
@@ -159,9 +145,15 @@ def _detail(spark: SparkSession, m: re.Match[str]) -> DataFrame:
 def _vacuum(spark: SparkSession, m: re.Match[str]) -> DataFrame:
     if (m.group("mode") or "").upper() == "LITE":
         raise UnsupportedOperationError("VACUUM LITE is not implemented by deltamerge; use VACUUM [FULL].")
+    from deltamerge.io import snapshot_for
+    from deltamerge.spark.session import conf_getter
+    from deltamerge.vacuum import vacuum_table
+
     hours = m.group("hours")
-    table = _delta_table(spark, m.group("table"))
-    return table._vacuum(float(hours) if hours is not None else None, dry_run=bool(m.group("dry")))
+    path, _ = _resolve(m.group("table"))
+    retention = float(hours) if hours is not None else None
+    deleted = vacuum_table(snapshot_for(path), retention, conf_getter(spark), dry_run=bool(m.group("dry")))
+    return spark.createDataFrame([(p,) for p in deleted], "path string")
 
 
 def _restore(spark: SparkSession, m: re.Match[str]) -> DataFrame:
@@ -320,7 +312,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     db = target.args.get("db")
     if (
         not (db is not None and db.name.lower() == "delta")
-        and _lookup(".".join(p.name for p in target.parts)) is None
+        and lookup_table([p.name for p in target.parts]) is None
     ):
         return None
     path, _alias, _name = _table_node(target)

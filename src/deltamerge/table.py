@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import time
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -21,9 +19,9 @@ from pyspark.sql.types import (
 )
 
 from deltamerge import catalog, views
-from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import DeltaMergeError, InvalidArgumentError, TableNotFoundError
-from deltamerge.io import _abs, read_snapshot, snapshot_for
+from deltamerge.io import read_snapshot, snapshot_for
+from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import (
@@ -96,7 +94,7 @@ class DeltaTable:
         _widening: bool | None = None,
     ):
         self._spark = spark
-        self._path = _abs(path)
+        self._path = table_root(path)
         self._alias = alias
         self._name = name
         # Whether type widening was enabled when the object was made: Delta analyses a builder's
@@ -114,11 +112,11 @@ class DeltaTable:
         widening: bool | None = None
         try:
             # One log read, cached: the MERGE or read that follows starts from this snapshot.
-            snap = DeltaLog.for_table(_abs(path)).update()
+            snap = DeltaLog.for_table(table_root(path)).update()
             widening = type_widening_enabled(snap.protocol, snap.metadata.configuration)
         except TableNotFoundError:
             raise TableNotFoundError(
-                f"`{_abs(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
+                f"`{table_root(path)}` is not a Delta table. Create it with deltamerge.write(...) first."
             ) from None
         except DeltaMergeError:  # a log that does not load: the operation that reads it reports why
             pass
@@ -150,7 +148,7 @@ class DeltaTable:
     @classmethod
     def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
         """True when ``identifier`` is the path of a Delta table."""
-        return DeltaLog.for_table(_abs(identifier)).exists()
+        return DeltaLog.for_table(table_root(identifier)).exists()
 
     @classmethod
     def convertToDelta(
@@ -257,32 +255,12 @@ class DeltaTable:
     # --- maintenance --------------------------------------------------------------------------------
 
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:
-        """Delete files no longer referenced by the table and older than the retention period."""
-        return self._vacuum(retentionHours, dry_run=False)
+        """Delete files no longer referenced by the table and older than the retention period
+        (the table's ``delta.deletedFileRetentionDuration`` by default); returns their paths."""
+        from deltamerge.vacuum import vacuum_table
 
-    def _vacuum(self, retentionHours: float | None, *, dry_run: bool) -> DataFrame:
-        """VACUUM; with ``dry_run`` (``VACUUM ... DRY RUN``) nothing is deleted and the files that
-        would be are returned."""
-        from deltamerge.vacuum import vacuum, vacuum_candidates
-
-        snap = snapshot_for(self._path)
-        default_ms = TableProperties.DELETED_FILE_RETENTION_MS.get(snap.metadata.configuration)
-        retention_ms = default_ms if retentionHours is None else int(retentionHours * 3_600_000)
-        check = SessionConf.RETENTION_CHECK.get(conf_getter(self._spark))
-        if check and retention_ms < default_ms:
-            raise InvalidArgumentError(
-                "Are you sure you would like to vacuum files with such a low retention period? If you have "
-                "writers that are currently writing to this table, there is a risk that you may corrupt the "
-                "state of your Delta table. If you are certain that there are no operations being performed "
-                "on this table, you may turn off this check by setting "
-                "spark.databricks.delta.retentionDurationCheck.enabled = false. "
-                f"Requested {retention_ms / 3_600_000:g} hours, the table keeps "
-                f"{default_ms / 3_600_000:g} hours.",
-                error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
-            )
-        now_ms = int(time.time() * 1000)
-        deleted = (vacuum_candidates if dry_run else vacuum)(snap, retention_ms, now_ms=now_ms)
-        return self._spark.createDataFrame([(os.path.join(self._path, p),) for p in deleted], "path string")
+        deleted = vacuum_table(snapshot_for(self._path), retentionHours, conf_getter(self._spark))
+        return self._spark.createDataFrame([(p,) for p in deleted], "path string")
 
     # --- MERGE ---------------------------------------------------------------------------------------
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
+from collections.abc import Callable
 from urllib.parse import unquote
 
+from deltamerge.config import SessionConf, TableProperties
+from deltamerge.errors import InvalidArgumentError
 from deltamerge.log.snapshot import Snapshot
 from deltamerge.spark.write import STAGING_PREFIX
 
@@ -77,3 +81,35 @@ def vacuum(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
     for rel in files:
         os.remove(os.path.join(root, rel))
     return sorted(staging + files)
+
+
+def vacuum_table(
+    snapshot: Snapshot,
+    retention_hours: float | None,
+    conf: Callable[[str], str | None],
+    *,
+    dry_run: bool = False,
+) -> list[str]:
+    """``VACUUM [RETAIN n HOURS] [DRY RUN]`` of the table at ``snapshot``: the absolute paths of the
+    files deleted (with ``dry_run``, of those that would be).
+
+    The retention defaults to the table's ``delta.deletedFileRetentionDuration``. A shorter one is
+    refused unless ``spark.databricks.delta.retentionDurationCheck.enabled`` is false (``conf`` reads
+    session settings), as Delta does: a concurrent writer's fresh files could be deleted.
+    """
+    default_ms = TableProperties.DELETED_FILE_RETENTION_MS.get(snapshot.metadata.configuration)
+    retention_ms = default_ms if retention_hours is None else int(retention_hours * 3_600_000)
+    if SessionConf.RETENTION_CHECK.get(conf) and retention_ms < default_ms:
+        raise InvalidArgumentError(
+            "Are you sure you would like to vacuum files with such a low retention period? If you have "
+            "writers that are currently writing to this table, there is a risk that you may corrupt the "
+            "state of your Delta table. If you are certain that there are no operations being performed "
+            "on this table, you may turn off this check by setting "
+            "spark.databricks.delta.retentionDurationCheck.enabled = false. "
+            f"Requested {retention_ms / 3_600_000:g} hours, the table keeps "
+            f"{default_ms / 3_600_000:g} hours.",
+            error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
+        )
+    now_ms = int(time.time() * 1000)
+    deleted = (vacuum_candidates if dry_run else vacuum)(snapshot, retention_ms, now_ms=now_ms)
+    return [os.path.join(snapshot.table_root, p) for p in deleted]

@@ -15,13 +15,6 @@ from deltamerge.spark.session import session_time_zone
 from deltamerge.spark.types import to_delta_schema
 
 
-def table_root(path: str) -> str:
-    """The absolute table root (deltamerge's own rule)."""
-    from deltamerge.io import _abs as io_abs
-
-    return io_abs(path)
-
-
 def write_data(
     spark: SparkSession,
     root: str,

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from deltamerge import catalog
-from deltamerge.builders.common import discard, table_root, write_data
+from deltamerge.builders.common import discard, write_data
 from deltamerge.errors import (
     AnalysisError,
     InvalidArgumentError,
@@ -28,6 +28,7 @@ from deltamerge.identity import IdentityGenerator
 from deltamerge.identity import column_metadata as identity_metadata
 from deltamerge.identity import validate as validate_identity
 from deltamerge.log.actions import Action, Metadata
+from deltamerge.log.paths import table_root
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import case_sensitive, conf_getter, table_property_defaults
 from deltamerge.spark.types import quote_name, schema_string

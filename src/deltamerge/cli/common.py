@@ -153,12 +153,12 @@ def _spark():  # type: ignore[no-untyped-def]
 
 def _table_root(path: str) -> str:
     """An existing Delta table's absolute root, or exit 2."""
-    from deltamerge.io import _abs
+    from deltamerge.log.paths import table_root
     from deltamerge.log.snapshot import DeltaLog
 
     if path.lower().startswith("delta.`") and path.endswith("`"):
         path = path[len("delta.`") : -1]
-    root = _abs(path)
+    root = table_root(path)
     if not DeltaLog.for_table(root).exists():
         raise _fail(f"{path} is not a Delta table (no _delta_log/ with commits)", EXIT_USAGE)
     return root

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from deltamerge.config import Setting, parse_bool
-from deltamerge.configure.state import table_root
 from deltamerge.errors import InvalidArgumentError
+from deltamerge.log.paths import table_root
 
 _REPLACE_MARKER = "__dm_replace_marker"
 REPLACE_WHERE_CONSTRAINT_CHECK = Setting(

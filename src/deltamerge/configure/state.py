@@ -214,10 +214,3 @@ def unqualified(name: str) -> str:
     if len(parts) == 2 and parts[0].lower() == "default":
         parts = parts[1:]
     return ".".join(parts)
-
-
-def table_root(path: str) -> str:
-    """The absolute table root (deltamerge's own rule; io is imported late: it imports pyspark)."""
-    from deltamerge.io import _abs as io_abs
-
-    return io_abs(path)

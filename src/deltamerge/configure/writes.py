@@ -14,12 +14,12 @@ from deltamerge.configure.state import (
     delta_path_identifier,
     is_delta,
     single_path,
-    table_root,
     unqualified,
     writer_frame,
     writer_state,
 )
 from deltamerge.errors import InvalidArgumentError, TableAlreadyExistsError
+from deltamerge.log.paths import table_root
 from deltamerge.spark.session import table_property_defaults
 
 _SAVE_MODES = {

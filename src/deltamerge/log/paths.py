@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
 import struct
 import urllib.parse
@@ -294,6 +295,16 @@ def encode_add_path(relative_path: str) -> str:
 def decode_add_path(path: str) -> str:
     """The real (relative or absolute) path of an ``add.path``: URL-decoded exactly once."""
     return urllib.parse.unquote(path)
+
+
+def table_root(path: str) -> str:
+    """The absolute local root of a table given as a path or a ``file:`` URI (deltamerge's one rule
+    for naming a table directory)."""
+    if path.startswith("file:"):
+        path = path[len("file:") :]
+        while path.startswith("//"):
+            path = path[1:]
+    return os.path.abspath(path)
 
 
 def is_absolute_path(path: str) -> bool:
