@@ -76,6 +76,15 @@ def _check_names(schema: StructType, prefix: str = "") -> None:
                 pending += [t.keyType, t.valueType]
 
 
+def _cast_to(df: DataFrame, schema: StructType) -> DataFrame:
+    """``df`` with each column cast to the type of the same field of ``schema`` (nested fields made
+    nullable). Columns whose type already matches are left alone: on a wide table every Column
+    built is a round trip to the JVM."""
+    if all(f.dataType == t.dataType for f, t in zip(df.schema.fields, schema.fields, strict=True)):
+        return df
+    return df.select(*[F.col(quote_name(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
 def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[DataFrame, StructType]:
     """Order and cast ``df`` to the table schema by name (missing columns become NULL)."""
     by_name = {f.name.lower(): f for f in df.schema.fields}
@@ -89,6 +98,10 @@ def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[Dat
     final = StructType(
         list(table.fields) + [StructField(f.name, as_nullable(f.dataType), True) for f in extra]
     )
+    if [f.name for f in df.schema.fields] == [f.name for f in final.fields] and all(
+        same_shape(f.dataType, t.dataType) for f, t in zip(df.schema.fields, final.fields, strict=True)
+    ):
+        return df, final  # already the table's columns in order: nothing to project
     cols = []
     for f in final.fields:
         src = by_name.get(f.name.lower())
@@ -192,7 +205,7 @@ def write(
                 created_time=int(time.time() * 1000),
             )
         )
-        data = df.select(*[F.col(quote_name(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+        data = _cast_to(df, schema)
     else:
         meta = txn.metadata
         assert meta is not None

@@ -83,6 +83,9 @@ class Aligner:
     def _eq(self, a: str, b: str) -> bool:
         return a == b if self.case_sensitive else a.lower() == b.lower()
 
+    def _key(self, name: str) -> str:
+        return name if self.case_sensitive else name.lower()
+
     def defaults(self) -> list[tuple[str, exp.Expression, DataType]]:
         """The target columns as (name, value, type): the defaults of UPDATE alignment."""
         return [(f.name, exp.column(tcol(i)), f.dataType) for i, f in enumerate(self.target_schema.fields)]
@@ -97,8 +100,16 @@ class Aligner:
         """Delta's ``generateUpdateExpressions``: None where the (cast) default value stays."""
         if not prefix and self.evolve and not self.caster.s.preserve_null_structs:
             ops = ops + self._null_leaves_of_new_columns(ops)
+        # Lookups by key, not scans: a wide table (hundreds of columns) would make them quadratic.
+        field_keys = {self._key(f.name) for f in fields}
+        by_key: dict[str, list[Action]] = {}
         for op in ops:
-            if not any(self._eq(f.name, op.path[0]) for f in fields):
+            by_key.setdefault(self._key(op.path[0]), []).append(op)
+        default_of: dict[str, tuple[exp.Expression, DataType]] = {}
+        for n, e, t in defaults:
+            default_of.setdefault(self._key(n), (e, t))
+        for op in ops:
+            if self._key(op.path[0]) not in field_keys:
                 cols = ", ".join(f"`{'.'.join((*prefix, f.name))}`" for f in fields)
                 raise error(
                     f"SET column `{'.'.join((*prefix, op.path[0]))}` not found given columns: [{cols}].",
@@ -107,8 +118,8 @@ class Aligner:
                 )
         out: list[exp.Expression | None] = []
         for f in fields:
-            mine = [op for op in ops if self._eq(op.path[0], f.name)]
-            default = next(((e, t) for n, e, t in defaults if self._eq(n, f.name)), None)
+            mine = by_key.get(self._key(f.name), [])
+            default = default_of.get(self._key(f.name))
             if not mine:
                 out.append(None)
                 continue
@@ -183,11 +194,8 @@ class Aligner:
                     out.append(Action((*at, f.name), typed_null(f.dataType), vtype=f.dataType))
             return out
 
-        new = [
-            f
-            for f in self.final_schema.fields
-            if not any(self._eq(f.name, t.name) for t in self.target_schema.fields)
-        ]
+        old = {self._key(t.name) for t in self.target_schema.fields}
+        new = [f for f in self.final_schema.fields if self._key(f.name) not in old]
         for op in ops:
             new = without(new, op.path)
         return leaves(new, ())
@@ -214,9 +222,12 @@ class Aligner:
                 "DELTA_DUPLICATE_COLUMNS_ON_INSERT",
                 "42701",
             )
+        first: dict[str, Action] = {}
+        for a in actions:
+            first.setdefault(self._key(a.path[0]), a)
         out = []
         for f in self.final_schema.fields:
-            found = next((a for a in actions if self._eq(f.name, a.path[0])), None)
+            found = first.get(self._key(f.name))
             if found is None:
                 out.append(typed_null(f.dataType))
             else:
