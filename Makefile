@@ -18,12 +18,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
 # Everything `make test` samples: every Delta port, every item of the sampled matrices, 150 generated
-# differential examples (about three times as long as `make test`).
+# differential examples, a randomly killed Spark writer in the crash test (about four times as long
+# as `make test`).
 test-full: $(STAMP)
-	DELTAMERGE_DELTA_PORTS=all DELTAMERGE_SAMPLED=all MERGE_PROPERTY_EXAMPLES=150 \
+	DELTAMERGE_DELTA_PORTS=all DELTAMERGE_SAMPLED=all MERGE_PROPERTY_EXAMPLES=150 DELTAMERGE_CRASH_SPARK_CYCLES=1 \
 		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
-# Every item of the Delta suite ports (make test runs a fixed tenth of them; see tests/conftest.py).
+# Every item of the Delta suite ports (make test runs every 25th; see tests/conftest.py).
 test-delta-ports: $(STAMP)
 	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py
 

@@ -21,3 +21,24 @@ VARIANTS: dict[str, dict[str, str]] = {
     "two-job": {SINGLE_PASS: "0", ONE_JOB: "false"},
     "delta-shaped": {BROADCAST: "0"},
 }
+
+
+# Variants every same-result comparison keeps: the default execution and the reference.
+_ALWAYS = ("single-pass", "delta-shaped")
+
+
+def compared(variants: dict[str, dict[str, str]], keep: int = 1) -> dict[str, dict[str, str]]:
+    """The variants a same-result test runs: all of them with DELTAMERGE_SAMPLED=all (`make
+    test-full`); in `make test` the default single pass, the Delta-shaped reference and ``keep``
+    others, picked by a hash of the running test's id (fixed per test item, different across items)."""
+    import os
+    import zlib
+
+    if os.environ.get("DELTAMERGE_SAMPLED", "").lower() == "all":
+        return dict(variants)
+    test_id = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    others = sorted(
+        (k for k in variants if k not in _ALWAYS), key=lambda k: zlib.crc32(f"{test_id}:{k}".encode())
+    )
+    chosen = set(others[:keep]) | {k for k in _ALWAYS if k in variants}
+    return {k: v for k, v in variants.items() if k in chosen}

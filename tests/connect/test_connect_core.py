@@ -185,6 +185,7 @@ def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
     )
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_dv_merge_variants(connect_spark, tmp_path, variant):
     """Every execution of a DV-mode merge on Connect (observations read through

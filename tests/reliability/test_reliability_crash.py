@@ -271,7 +271,11 @@ def _in_flight(wk: h.Worker) -> int:
 
 
 def test_random_kills(tmp_path, spark) -> None:  # type: ignore[no-untyped-def]
-    stats = crash_campaign(str(tmp_path), spark, spark_cycles=1, max_delay=10)
+    # `make test` runs the fault-injected Spark writer (killed just before its commit write) under
+    # randomly killed log writers; DELTAMERGE_CRASH_SPARK_CYCLES=1 (`make test-full`) adds a Spark
+    # writer killed at a random moment, and `make soak` twenty of them.
+    cycles = int(os.environ.get("DELTAMERGE_CRASH_SPARK_CYCLES", "0"))
+    stats = crash_campaign(str(tmp_path), spark, spark_cycles=cycles, max_delay=10)
     print("\ncrash summary:", json.dumps(stats))
     assert stats["fault_injected"] == 1
     assert stats["log_writer_kills"] >= 1

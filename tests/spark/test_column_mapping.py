@@ -106,6 +106,7 @@ def test_files_statistics_and_partition_values_use_physical_names(spark, tmp_pat
     assert deltamerge.read(spark, path).where("s.a >= 2 AND part = 'p1'").select("id").collect()[0][0] == 3
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
 @pytest.mark.parametrize("mode", ["name", "id"])
 def test_merge_upsert_delete_and_change_data(spark, tmp_path, mode: str, dv: bool) -> None:

@@ -354,7 +354,7 @@ def test_broadcast_variant_same_result(spark, tmp_path, monkeypatch, dv, clauses
     variants = dict(VARIANTS)
     if not dv and not any(c[0].startswith("whenNotMatched") for c in CLAUSE_SETS[clauses]):
         variants["guessed-single-pass"] = GUESSED
-    for variant, conf in variants.items():
+    for variant, conf in merge_variants.compared(variants).items():
         path = str(tmp_path / f"t-{variant}")
         _table(spark, path, dv=dv)
         if dv:  # existing deletion vectors on some files
@@ -395,7 +395,7 @@ def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
         )
 
     results = []
-    for variant, conf in VARIANTS.items():
+    for variant, conf in merge_variants.compared(VARIANTS).items():
         path = str(tmp_path / f"t-{variant}")
         _table(spark, path, dv=dv, partition_by=["v"])
         with _settings(spark, conf):
@@ -421,7 +421,7 @@ def test_sql_text_expressions_quote_odd_column_names(spark, tmp_path, monkeypatc
         )
 
     results = []
-    for variant, conf in VARIANTS.items():
+    for variant, conf in merge_variants.compared(VARIANTS).items():
         path = str(tmp_path / f"t-{variant}")
         props = {"delta.enableDeletionVectors": "true"} if dv else None
         deltamerge.write(frame(0, 400, 0), path, configuration=props)
@@ -636,7 +636,7 @@ def test_single_pass_with_untouched_candidates(spark, tmp_path, monkeypatch, dv)
     Delta-shaped path, and no file of the discarded write is left."""
     outcomes = _spy_broadcast(monkeypatch)
     results = []
-    for variant, conf in VARIANTS.items():
+    for variant, conf in merge_variants.compared(VARIANTS).items():
         path = str(tmp_path / variant)
         _table(spark, path, n=400, files=4, dv=dv)  # ids 0..399, 100 per file
         # 50 and 150 match; 260 and 390 fall in the other files' ranges but are odd keys that
@@ -723,6 +723,7 @@ def test_not_matched_by_source_with_duplicate_source_keys_runs_job_one(spark, tm
     assert len(_rows(spark, path)) == 400
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("encoding", ["tagged", "structs", "untagged"])
 def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encoding):
     """DV mode's single pass brings every matched row's position to the driver: as numbers tagged

@@ -102,6 +102,7 @@ def test_projections_and_aliases_pass_the_key_through(spark, tmp_path, monkeypat
     assert used and res == (20, 20, 0, 0)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize(
     "shape",
     ["filter", "computed_key", "negated_key", "limit", "union", "dataframe"],

@@ -48,6 +48,7 @@ def _rows(df) -> list[tuple]:
     return sorted(tuple(r) for r in df.collect())
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("partitioned", [False, True])
 @pytest.mark.parametrize("sql_view", [True, False])
 @pytest.mark.parametrize("skipping", ["true", "false"])
@@ -126,6 +127,7 @@ def _merge(spark, condition: str) -> None:
     )
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("sql_view", [True, False], ids=["sql_view", "dataframe_view"])
 @pytest.mark.parametrize(("name", "text", "condition"), VIEW_CASES, ids=[c[0] for c in VIEW_CASES])
 def test_merge_on_temp_view(spark, tmp_path, cleanup, sql_view, name, text, condition):
@@ -136,6 +138,7 @@ def test_merge_on_temp_view(spark, tmp_path, cleanup, sql_view, name, text, cond
     assert _rows(deltamerge.read(spark, path)) == [(0, 3), (1, 3), (3, 4)]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("sql_view", [True, False], ids=["sql_view", "dataframe_view"])
 @pytest.mark.parametrize(
     ("text", "error_class"),

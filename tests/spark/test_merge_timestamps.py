@@ -91,6 +91,7 @@ CASES = {
 }
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_instant_per_merge(spark, clock_tables, case):  # type: ignore[no-untyped-def]
     clauses, check = CASES[case]
