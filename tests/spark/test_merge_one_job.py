@@ -69,6 +69,7 @@ def test_one_job_same_as_delta_shaped(spark, tmp_path, monkeypatch, clauses, sid
     assert int(results[0][3]["numTargetDeletionVectorsUpdated"]) > 0  # a DV united with the old one
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("side", sorted(SIDES))
 def test_one_job_partitioned_table(spark, tmp_path, monkeypatch, side):
     """Matched rows masked in their partitions' files, inserts routed to new partitions."""

@@ -67,6 +67,7 @@ def _both_ways(spark, tmp_path, source_factory, cond, clauses, **table_kw):
 UPSERT = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_upsert_one_file_same_result(spark, tmp_path, monkeypatch, dv):
     from deltamerge.merge.context import MergeContext
@@ -176,6 +177,7 @@ def test_prune_keeps_only_matching_files(spark, tmp_path):
     }
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_prune_keys_spanning_the_whole_long_range(spark, tmp_path, dv):
     """Hashed keys span more than 2^63: the summary's bucket arithmetic must not overflow (Spark's
