@@ -186,9 +186,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if share is None:
             continue
         group, stride = share
-        index = seen.get(group, 0)
-        seen[group] = index + 1
         if group.endswith(".py"):  # a Delta port file: plain stride
+            index = seen.get(group, 0)
+            seen[group] = index + 1
             chosen[item.nodeid] = index % stride == 0
         else:
             chosen[item.nodeid] = stride == 1 or _hash(item.nodeid) % stride == 0
