@@ -8,10 +8,11 @@ re-pointed at the newest snapshot after every deltamerge commit to the table, an
 
 from __future__ import annotations
 
-import os
 import threading
 
 from pyspark.sql import SparkSession
+
+from deltamerge.log.paths import table_root
 
 _LOCK = threading.Lock()
 _NAMES: dict[str, str] = {}  # lower-case name -> absolute table path
@@ -22,7 +23,7 @@ _MERGED_VIEWS: dict[str, str] = {}  # temp views a MERGE targeted -> absolute ta
 def register_table(spark: SparkSession, name: str, path: str) -> None:
     """Give the Delta table at ``path`` a name usable in deltamerge and in ``spark.sql``."""
     with _LOCK:
-        _NAMES[name.lower()] = os.path.abspath(path)
+        _NAMES[name.lower()] = table_root(path)
     refresh_view(spark, name)
 
 
@@ -57,12 +58,12 @@ def track_view(name: str, path: str) -> None:
     """Remember that the user's temp view ``name`` is a full scan of the table at ``path`` (it was a
     MERGE target), so that commits to the table re-point it like a registered name's view."""
     with _LOCK:
-        _MERGED_VIEWS[name.lower()] = os.path.abspath(path)
+        _MERGED_VIEWS[name.lower()] = table_root(path)
 
 
 def refresh_views(spark: SparkSession, path: str) -> None:
     """Refresh every view of the table at ``path`` (after a commit to it)."""
-    target = os.path.abspath(path)
+    target = table_root(path)
     for name, p in list(_NAMES.items()):
         if p == target:
             refresh_view(spark, name)

@@ -439,3 +439,17 @@ def test_register_table_and_spark_sql(spark, table_path: str) -> None:
         deltamerge.unregister_table(spark, name)
     with pytest.raises(TableNotFoundError, match="DELTA_TABLE_NOT_FOUND"):
         DeltaTable.forName(spark, name)
+
+
+def test_register_table_by_file_uri(spark, table_path: str) -> None:
+    """A name registered with a ``file:`` URI names the same table as its plain path: commits through
+    either refresh the name's view."""
+    name = "dm_write_read_uri"
+    deltamerge.write(_df(spark, [1]), table_path)
+    deltamerge.register_table(spark, name, "file://" + os.path.abspath(table_path))
+    try:
+        assert DeltaTable.forName(spark, name).path == os.path.abspath(table_path)
+        deltamerge.write(_df(spark, [2]), table_path, mode="append")
+        assert sorted(r.id for r in spark.sql(f"SELECT id FROM {name}").collect()) == [1, 2]
+    finally:
+        deltamerge.unregister_table(spark, name)
