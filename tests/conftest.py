@@ -105,7 +105,7 @@ for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
 # every DELTA_PORTS_STRIDE-th item of each file (the same items every run; the first of each file
 # included) and `make test-delta-ports` (DELTAMERGE_DELTA_PORTS=all) runs them all.
 
-DELTA_PORTS_STRIDE = 25
+DELTA_PORTS_STRIDE = 35
 
 
 def _delta_port_stride() -> int:
