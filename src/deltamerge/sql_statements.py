@@ -11,6 +11,7 @@
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
   ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS] [DRY RUN]``,
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
+  ``REORG TABLE t [WHERE ...] APPLY (PURGE)``,
   ``CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]`` (a
   regular-expression front: sqlglot does not parse them);
 * queries reading ``table_changes('t', start[, end])`` / ``table_changes_by_path(...)``: each call
@@ -63,6 +64,9 @@ _RESTORE = re.compile(
 )
 _OPTIMIZE = re.compile(
     rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?", _F
+)
+_REORG = re.compile(
+    rf"REORG\s+TABLE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?\s+APPLY\s*\(\s*(?P<apply>.+?)\s*\)", _F
 )
 _CONVERT = re.compile(
     rf"CONVERT\s+TO\s+DELTA\s+(?P<table>{QUALIFIED})"
@@ -177,6 +181,18 @@ def _optimize(spark: SparkSession, m: re.Match[str]) -> DataFrame:
         raise UnsupportedOperationError("OPTIMIZE ... ZORDER BY is not implemented by deltamerge.")
     where = m.group("where")
     return optimize(spark, _delta_table(spark, m.group("table")).path, [where] if where else [])
+
+
+def _reorg(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    from deltamerge.builders import optimize
+
+    if not re.fullmatch(r"PURGE", m.group("apply"), re.IGNORECASE):
+        raise UnsupportedOperationError(
+            f"REORG TABLE ... APPLY ({m.group('apply')}) is not implemented by deltamerge; APPLY (PURGE) is.",
+            error_class="DELTA_UNSUPPORTED_OPERATION",
+        )
+    where = m.group("where")
+    return optimize(spark, _delta_table(spark, m.group("table")).path, [where] if where else [], purge=True)
 
 
 def _convert(spark: SparkSession, m: re.Match[str]) -> DataFrame:
@@ -512,6 +528,7 @@ _HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], D
     (_VACUUM, _vacuum),
     (_RESTORE, _restore),
     (_OPTIMIZE, _optimize),
+    (_REORG, _reorg),
     (_CONVERT, _convert),
     (_ALTER, _alter),
 ]

@@ -1,8 +1,14 @@
-"""OPTIMIZE: bin-packing compaction and delta-spark's ``DeltaOptimizeBuilder``.
+"""OPTIMIZE: bin-packing compaction and delta-spark's ``DeltaOptimizeBuilder``; REORG TABLE ... APPLY
+(PURGE).
 
 Small files are packed per partition; adds and removes carry ``dataChange=false``, so the commit runs
 at SnapshotIsolation (concurrent appends do not conflict, concurrent removal of a compacted file
 does). Rows hidden by deletion vectors are dropped from the rewritten files.
+
+REORG ... APPLY (PURGE) is the same command with Delta's purge selection: every file whose deletion
+vector marks rows, and every file holding a column the table no longer has (a dropped column's data
+stays in the files until then), is rewritten, a lone file in its bin too. With VACUUM afterwards the
+deleted rows and dropped columns are gone from storage (the GDPR use).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge import catalog
@@ -25,6 +33,8 @@ from deltamerge.errors import (
     UnsupportedOperationError,
 )
 from deltamerge.log.actions import AddFile
+from deltamerge.log.column_mapping import physical_schema
+from deltamerge.log.paths import absolute_file_path
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter
 from deltamerge.spark.types import to_spark_schema
@@ -84,8 +94,9 @@ def _partition_predicate(spark: SparkSession, snapshot, filters: Sequence[str]):
     return conjunction(nodes)
 
 
-def _pack(files: Sequence[AddFile], max_size: int) -> list[list[AddFile]]:
-    """Delta's compaction bins: files by size, a new bin when the next file would overflow."""
+def _pack(files: Sequence[AddFile], max_size: int, keep_single: bool = False) -> list[list[AddFile]]:
+    """Delta's compaction bins: files by size, a new bin when the next file would overflow. A bin of
+    one file is left alone (nothing to compact) unless ``keep_single`` (REORG rewrites every file)."""
     bins: list[list[AddFile]] = []
     current: list[AddFile] = []
     size = 0
@@ -97,11 +108,75 @@ def _pack(files: Sequence[AddFile], max_size: int) -> list[list[AddFile]]:
         size += f.size
     if current:
         bins.append(current)
-    return [b for b in bins if len(b) > 1]
+    return [b for b in bins if len(b) > 1 or keep_single]
 
 
-def optimize(spark: SparkSession, table_root: str, partition_filters: Sequence[str] = ()) -> DataFrame:
-    """Compact small files (OPTIMIZE [WHERE partition_filter]); returns (path, metrics) like Delta."""
+def _struct_paths(t: Any, path: tuple[str, ...], out: set[tuple[str, ...]]) -> None:
+    """Lower-cased paths of every field of a Delta schema type (arrays and maps by reserved steps)."""
+    if not isinstance(t, dict):
+        return
+    if t.get("type") == "struct":
+        for f in t.get("fields", ()):
+            p = (*path, str(f["name"]).lower())
+            out.add(p)
+            _struct_paths(f["type"], p, out)
+    elif t.get("type") == "array":
+        _struct_paths(t.get("elementType"), (*path, "[element]"), out)
+    elif t.get("type") == "map":
+        _struct_paths(t.get("keyType"), (*path, "[key]"), out)
+        _struct_paths(t.get("valueType"), (*path, "[value]"), out)
+
+
+def _arrow_paths(t: pa.DataType, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            f = t.field(i)
+            p = (*path, f.name.lower())
+            out += [p, *_arrow_paths(f.type, p)]
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        out += _arrow_paths(t.value_type, (*path, "[element]"))
+    elif pa.types.is_map(t):
+        out += _arrow_paths(t.key_type, (*path, "[key]")) + _arrow_paths(t.item_type, (*path, "[value]"))
+    return out
+
+
+def _with_dropped_columns(table_root: str, schema: dict, files: Sequence[AddFile]) -> list[AddFile]:
+    """The files whose Parquet schema has a field the table's physical schema lacks (Delta's
+    ``fileHasExtraColumns``): only their footers are read, a few at a time."""
+    known: set[tuple[str, ...]] = set()
+    _struct_paths(physical_schema(schema, field_ids=False), (), known)
+
+    def extra(f: AddFile) -> bool:
+        file_schema = pq.read_schema(absolute_file_path(table_root, f.path))
+        return any(p not in known for p in _arrow_paths(pa.struct(list(file_schema)), ()))
+
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        flags = list(pool.map(extra, files))
+    return [f for f, flag in zip(files, flags, strict=True) if flag]
+
+
+def _purge_selection(table_root: str, schema: dict, files: Sequence[AddFile]) -> list[AddFile]:
+    """REORG ... APPLY (PURGE)'s files: those with deleted rows (or a deletion vector and no row
+    count) and those holding dropped columns."""
+
+    def has_deleted_rows(f: AddFile) -> bool:
+        dv = f.deletion_vector
+        return dv is not None and (f.num_records is None or dv.cardinality > 0)
+
+    with_dv = [f for f in files if has_deleted_rows(f)]
+    chosen = {f.path for f in with_dv}
+    rest = [f for f in files if f.path not in chosen]
+    return with_dv + _with_dropped_columns(table_root, schema, rest)
+
+
+def optimize(
+    spark: SparkSession, table_root: str, partition_filters: Sequence[str] = (), *, purge: bool = False
+) -> DataFrame:
+    """Compact small files (OPTIMIZE [WHERE partition_filter]), or with ``purge`` rewrite the files
+    REORG TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta."""
     from deltamerge.dml import matching_partitions, predicate_parameter
     from deltamerge.spark.scan import scan
 
@@ -127,11 +202,14 @@ def optimize(spark: SparkSession, table_root: str, partition_filters: Sequence[s
         many_deleted = dv is not None and (n is None or (n > 0 and dv.cardinality / n > ratio))
         return f.size < min_size or many_deleted
 
+    if purge:
+        selected = _purge_selection(table_root, snapshot.metadata.schema, candidates)
+    else:
+        selected = [f for f in candidates if worth_it(f)]
     groups: dict[tuple[tuple[str, Any], ...], list[AddFile]] = {}
-    for f in candidates:
-        if worth_it(f):
-            groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
-    jobs = [(key, b) for key, fs in groups.items() for b in _pack(fs, max_size)]
+    for f in selected:
+        groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    jobs = [(key, b) for key, fs in groups.items() for b in _pack(fs, max_size, keep_single=purge)]
 
     parts = tuple(snapshot.metadata.partition_columns)
     schema = to_spark_schema(snapshot.metadata.schema_string)
@@ -183,14 +261,16 @@ def optimize(spark: SparkSession, table_root: str, partition_filters: Sequence[s
             "maxFileSize": pct[4],
             "numDeletionVectorsRemoved": len(dvs),
         }
-        params = {
-            "predicate": predicate_parameter(cond) if cond is not None else [],
-            "zOrderBy": [],
-            "auto": False,
-        }
+        predicate = predicate_parameter(cond) if cond is not None else []
+        params: dict[str, Any] = (
+            {"predicate": predicate, "applyPurge": True}
+            if purge
+            else {"predicate": predicate, "zOrderBy": [], "auto": False}
+        )
         txn.add_read_files(removed_files)
         try:
-            txn.commit([*added, *removes], Operation("OPTIMIZE", params, metrics, changes_data=False))
+            name = "REORG" if purge else "OPTIMIZE"
+            txn.commit([*added, *removes], Operation(name, params, metrics, changes_data=False))
         except (ConcurrentModificationError, DeltaMergeError):
             discard(table_root, [a.path for a in added])
             raise
