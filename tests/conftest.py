@@ -11,6 +11,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))  # tests/oracle.py and tests/property helpers
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
 
+from spark_settings import interpreted_settings  # noqa: E402  (tests/, on sys.path now)
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
@@ -30,6 +32,8 @@ def spark(tmp_path_factory):
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
+    for key, value in interpreted_settings().items():
+        builder = builder.config(key, value)
     # DELTAMERGE_TEST_TABLE_DEFAULTS="columnMapping.mode=name,..." runs the suite with Delta's
     # defaults for new tables (e.g. every table column-mapped), a check of the features' reach.
     for item in filter(None, os.environ.get("DELTAMERGE_TEST_TABLE_DEFAULTS", "").split(",")):

@@ -22,6 +22,7 @@ import pytest
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:.*pandas >= 3.0.0:FutureWarning")
 
+
 HERE = Path(__file__).resolve().parent
 ENV = "DELTAMERGE_CONNECT_TESTS"
 RUNNER = "test_connect_subprocess.py"
@@ -99,7 +100,9 @@ def connect_spark():
 
     if SparkContext._active_spark_context is not None:
         pytest.skip("a classic SparkContext runs in this process; run tests/connect on its own")
-    session = start_local_connect(CONFIGS)
+    from spark_settings import interpreted_settings  # tests/ (on sys.path: tests/conftest.py)
+
+    session = start_local_connect({**CONFIGS, **interpreted_settings()})
     assert type(session).__module__.startswith("pyspark.sql.connect")
     yield session
     session.stop()

@@ -25,11 +25,13 @@ import traceback
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 
 import reliability_helpers as h
 
 from deltamerge.errors import ConcurrentModificationError
 from deltamerge.log.snapshot import DeltaLog
+from spark_settings import interpreted_settings
 
 
 class Journal:
@@ -48,8 +50,11 @@ def spark_session():  # type: ignore[no-untyped-def]
     warnings.filterwarnings("ignore")
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    for key, value in interpreted_settings().items():  # as the test session (tests/spark_settings.py)
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.master("local[1]")
+        builder.master("local[1]")
         .appName("deltamerge-reliability-writer")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
