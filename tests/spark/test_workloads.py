@@ -8,6 +8,8 @@
   customer and, with a NULL key, the rows to insert) that reads the target itself.
 * Deduplicating insert: an event log receives batches with retried (duplicate) events; an
   insert-only MERGE adds the new ones and rewrites nothing.
+* Streaming CDC: Structured Streaming's foreachBatch runs an upsert per micro-batch, idempotent
+  through Delta's txnAppId / txnVersion settings.
 
 Each batch is generated from a fixed seed; after every batch the CDC and SCD tables must hold what
 DuckDB's table holds after the same MERGE INTO, and the event log every distinct event once.
@@ -238,3 +240,52 @@ def test_deduplicating_insert_rewrites_nothing(spark, tmp_path) -> None:
         assert metrics["numTargetFilesRemoved"] == "0" and metrics["numTargetRowsCopied"] == "0"
         seen.update({r[0]: r for r in fresh})
         assert _rows(spark, path, EVENT_COLS) == sorted(seen.values(), key=repr)
+
+
+# --- Streaming CDC: MERGE in foreachBatch ----------------------------------------------------------
+
+
+def test_streaming_upsert_in_foreach_batch_is_idempotent(spark, tmp_path) -> None:
+    """Structured Streaming's foreachBatch hands each micro-batch to a MERGE; Delta's idempotent-write
+    settings (txnAppId, txnVersion = the batch id) make a replayed batch a no-op."""
+    path, inbox = str(tmp_path / "t"), str(tmp_path / "in")
+    deltamerge.write(spark.createDataFrame([(i, "init") for i in range(5)], "id long, v string"), path)
+    for b in range(2):  # one file per micro-batch
+        rows = [(i, f"b{b}") for i in range(b * 3, b * 3 + 5)]
+        spark.createDataFrame(rows, "id long, v string").coalesce(1).write.mode("append").json(inbox)
+
+    def upsert(batch, batch_id: int) -> None:
+        batch.sparkSession.conf.set("spark.databricks.delta.write.txnAppId", "cdc-stream")
+        batch.sparkSession.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        try:
+            (
+                DeltaTable.forPath(batch.sparkSession, path)
+                .alias("t")
+                .merge(batch.alias("s"), "t.id = s.id")
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+        finally:
+            batch.sparkSession.conf.unset("spark.databricks.delta.write.txnAppId")
+            batch.sparkSession.conf.unset("spark.databricks.delta.write.txnVersion")
+
+    query = (
+        spark.readStream.schema("id long, v string")
+        .option("maxFilesPerTrigger", 1)
+        .json(inbox)
+        .writeStream.foreachBatch(upsert)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    assert query.exception() is None
+    expected = sorted({**dict.fromkeys(range(5), "b0"), **dict.fromkeys(range(3, 8), "b1")}.items())
+    assert _rows(spark, path, ["id", "v"]) == expected
+    table = DeltaTable.forPath(spark, path)
+    assert table.version() == 2
+    # The second micro-batch replayed (a restart after the commit, before the checkpoint): skipped.
+    replay = spark.read.schema("id long, v string").json(inbox).where("v = 'b1'")
+    upsert(replay.withColumn("v", F.lit("replayed")), 1)
+    assert table.version() == 2 and _rows(spark, path, ["id", "v"]) == expected
