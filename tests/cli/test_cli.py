@@ -196,6 +196,20 @@ def test_optimize(spark, table):
     assert len(_rows(spark, table)) == 5
 
 
+def test_reorg_purges_deleted_rows(spark, tmp_path):
+    path = str(tmp_path / "dv")
+    rows = spark.createDataFrame([(i, i * 10) for i in range(6)], "id int, v int")
+    deltamerge.write(rows.coalesce(1), path, configuration={"delta.enableDeletionVectors": "true"})
+    DeltaTable.forPath(spark, path).delete("id < 2")
+    assert deltamerge.io.snapshot_for(path).files[0].deletion_vector is not None
+    result = _run("reorg", path, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["metrics"]["numFilesRemoved"] == 1
+    assert all(f.deletion_vector is None for f in deltamerge.io.snapshot_for(path).files)
+    assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "REORG"
+    assert sorted(r[0] for r in deltamerge.read(spark, path).collect()) == [2, 3, 4, 5]
+
+
 def test_demo_runs_the_bundled_demo(monkeypatch, tmp_path):
     import deltamerge.demo
 

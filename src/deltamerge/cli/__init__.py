@@ -1,7 +1,7 @@
 """The ``deltamerge`` command line (typer + rich).
 
 Subcommands: ``demo``, ``merge``, ``explain``, ``history``, ``describe``, ``changes``, ``vacuum``,
-``optimize``. ``history`` and ``describe`` read the transaction log only and start no Spark; the
+``optimize``, ``reorg``. ``history`` and ``describe`` read the transaction log only and start no Spark; the
 others reuse the active SparkSession when there is one (``SparkSession.getActiveSession()``), else
 start a local one (or connect to ``--remote sc://host:port`` / ``$SPARK_REMOTE``).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from deltamerge.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, app
 from deltamerge.cli.log_cmds import describe, history
 from deltamerge.cli.merge_cmds import _CLAUSE_HELP, _EXTRA, explain, merge
-from deltamerge.cli.spark_cmds import changes, demo, optimize, vacuum
+from deltamerge.cli.spark_cmds import changes, demo, optimize, reorg, vacuum
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "app"]
 
@@ -27,3 +27,4 @@ app.command()(describe)
 app.command()(changes)
 app.command()(vacuum)
 app.command()(optimize)
+app.command()(reorg)

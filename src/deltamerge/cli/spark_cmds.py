@@ -1,4 +1,4 @@
-"""``deltamerge demo``, ``changes``, ``vacuum`` and ``optimize``: the commands that run on Spark."""
+"""``deltamerge demo``, ``changes``, ``vacuum``, ``optimize`` and ``reorg``: the commands run on Spark."""
 
 from __future__ import annotations
 
@@ -123,3 +123,27 @@ def optimize(
         return
     metrics = values.get("metrics", values)
     _print_rows(f"OPTIMIZE {root}", ["metric", "value"], [[k, v] for k, v in metrics.items()])
+
+
+def reorg(
+    path: str = typer.Argument(..., help="Delta table path."),
+    where: str | None = typer.Option(
+        None, "--where", help="Partition predicate: purge only these partitions."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON."),
+) -> None:
+    """REORG TABLE ... APPLY (PURGE): rewrite the files of PATH whose deletion vectors mark rows, or
+    that still hold dropped columns (then VACUUM removes the old copies from storage)."""
+    from deltamerge.builders import optimize as run_optimize
+
+    root = _table_root(path)
+    with _errors():
+        spark = _spark()
+        with _progress(spark, "REORG"):
+            rows = run_optimize(spark, root, [where] if where else [], purge=True).collect()
+    values = rows[0].asDict(recursive=True) if rows else {}
+    if as_json:
+        typer.echo(json.dumps(values, default=str))
+        return
+    metrics = values.get("metrics", values)
+    _print_rows(f"REORG {root} APPLY (PURGE)", ["metric", "value"], [[k, v] for k, v in metrics.items()])
