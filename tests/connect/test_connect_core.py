@@ -180,9 +180,13 @@ def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
     changes = deltamerge.read_changes(spark, path, starting_version=1)
     assert _rows(changes.select("id", "v", "_change_type", "_commit_version")) == expected
     assert deltamerge.read_changes(spark, path, 0).count() == 14
-    assert _rows(DeltaTable.forPath(spark, path).toDF()) == sorted(
-        [(i, i * 10) for i in range(10) if i not in (1, 3)] + [(1, -1), (100, 7)]
-    )
+    expected_rows = sorted([(i, i * 10) for i in range(10) if i not in (1, 3)] + [(1, -1), (100, 7)])
+    assert _rows(DeltaTable.forPath(spark, path).toDF()) == expected_rows
+    # REORG ... APPLY (PURGE) over Connect: the files with deletion vectors are rewritten without them.
+    metrics = deltamerge.sql(spark, f"REORG TABLE delta.`{path}` APPLY (PURGE)").collect()[0]["metrics"]
+    assert metrics["numFilesRemoved"] >= 1
+    assert all(f.deletion_vector is None for f in snapshot_for(path).files)
+    assert _rows(DeltaTable.forPath(spark, path).toDF()) == expected_rows
 
 
 @pytest.mark.sampled
