@@ -117,12 +117,17 @@ def optimize(
         with _progress(spark, "OPTIMIZE"):
             result = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
             rows = result.collect()
+    _print_metrics(f"OPTIMIZE {root}", rows, as_json)
+
+
+def _print_metrics(title: str, rows: list, as_json: bool) -> None:  # type: ignore[type-arg]
+    """The (path, metrics) row of OPTIMIZE / REORG as JSON or as a metric table."""
     values = rows[0].asDict(recursive=True) if rows else {}
     if as_json:
         typer.echo(json.dumps(values, default=str))
         return
     metrics = values.get("metrics", values)
-    _print_rows(f"OPTIMIZE {root}", ["metric", "value"], [[k, v] for k, v in metrics.items()])
+    _print_rows(title, ["metric", "value"], [[k, v] for k, v in metrics.items()])
 
 
 def reorg(
@@ -141,9 +146,4 @@ def reorg(
         spark = _spark()
         with _progress(spark, "REORG"):
             rows = run_optimize(spark, root, [where] if where else [], purge=True).collect()
-    values = rows[0].asDict(recursive=True) if rows else {}
-    if as_json:
-        typer.echo(json.dumps(values, default=str))
-        return
-    metrics = values.get("metrics", values)
-    _print_rows(f"REORG {root} APPLY (PURGE)", ["metric", "value"], [[k, v] for k, v in metrics.items()])
+    _print_metrics(f"REORG {root} APPLY (PURGE)", rows, as_json)
