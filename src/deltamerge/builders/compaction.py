@@ -18,8 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge import catalog
@@ -39,6 +37,7 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.spark.write import now_ms
+from deltamerge.stats.footer import column_paths, file_has_extra_columns
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -111,48 +110,15 @@ def _pack(files: Sequence[AddFile], max_size: int, keep_single: bool = False) ->
     return [b for b in bins if len(b) > 1 or keep_single]
 
 
-def _struct_paths(t: Any, path: tuple[str, ...], out: set[tuple[str, ...]]) -> None:
-    """Lower-cased paths of every field of a Delta schema type (arrays and maps by reserved steps)."""
-    if not isinstance(t, dict):
-        return
-    if t.get("type") == "struct":
-        for f in t.get("fields", ()):
-            p = (*path, str(f["name"]).lower())
-            out.add(p)
-            _struct_paths(f["type"], p, out)
-    elif t.get("type") == "array":
-        _struct_paths(t.get("elementType"), (*path, "[element]"), out)
-    elif t.get("type") == "map":
-        _struct_paths(t.get("keyType"), (*path, "[key]"), out)
-        _struct_paths(t.get("valueType"), (*path, "[value]"), out)
-
-
-def _arrow_paths(t: pa.DataType, path: tuple[str, ...]) -> list[tuple[str, ...]]:
-    out: list[tuple[str, ...]] = []
-    if pa.types.is_struct(t):
-        for i in range(t.num_fields):
-            f = t.field(i)
-            p = (*path, f.name.lower())
-            out += [p, *_arrow_paths(f.type, p)]
-    elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        out += _arrow_paths(t.value_type, (*path, "[element]"))
-    elif pa.types.is_map(t):
-        out += _arrow_paths(t.key_type, (*path, "[key]")) + _arrow_paths(t.item_type, (*path, "[value]"))
-    return out
-
-
 def _with_dropped_columns(table_root: str, schema: dict, files: Sequence[AddFile]) -> list[AddFile]:
-    """The files whose Parquet schema has a field the table's physical schema lacks (Delta's
-    ``fileHasExtraColumns``): only their footers are read, a few at a time."""
-    known: set[tuple[str, ...]] = set()
-    _struct_paths(physical_schema(schema, field_ids=False), (), known)
-
-    def extra(f: AddFile) -> bool:
-        file_schema = pq.read_schema(absolute_file_path(table_root, f.path))
-        return any(p not in known for p in _arrow_paths(pa.struct(list(file_schema)), ()))
-
+    """The files holding a column the table's physical schema lacks, their footers read a few at a time."""
     if not files:
         return []
+    known = column_paths(physical_schema(schema, field_ids=False))
+
+    def extra(f: AddFile) -> bool:
+        return file_has_extra_columns(absolute_file_path(table_root, f.path), known)
+
     with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
         flags = list(pool.map(extra, files))
     return [f for f, flag in zip(files, flags, strict=True) if flag]

@@ -1,4 +1,5 @@
-"""Delta's ``stats`` JSON from Parquet footers (written with each ``add``)."""
+"""Delta's ``stats`` JSON from Parquet footers (written with each ``add``), and the footer check of
+REORG ... APPLY (PURGE) for columns a file holds that the table no longer has."""
 
 from __future__ import annotations
 
@@ -63,6 +64,38 @@ def _parquet_leaf_paths(md: pq.FileMetaData) -> list[tuple[str, ...]]:
     if len(paths) != md.num_columns:
         paths = [tuple(md.schema.column(i).path.split(".")) for i in range(md.num_columns)]
     return paths
+
+
+def _delta_leaf_paths(t: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """Leaf paths of a Delta schema type, named as ``_arrow_leaf_paths`` names a file's columns."""
+    kind = t.get("type") if isinstance(t, Mapping) else None
+    if kind == "struct":
+        for f in t.get("fields", ()):
+            yield from _delta_leaf_paths(f["type"], (*path, str(f["name"])))
+    elif kind == "array":
+        yield from _delta_leaf_paths(t["elementType"], (*path, "element"))
+    elif kind == "map":
+        yield from _delta_leaf_paths(t["keyType"], (*path, "key"))
+        yield from _delta_leaf_paths(t["valueType"], (*path, "value"))
+    else:
+        yield path
+
+
+def column_paths(physical_schema: Mapping[str, Any]) -> frozenset[tuple[str, ...]]:
+    """Every column path of a Delta (physical) schema, lower-cased, for ``file_has_extra_columns``."""
+    known: set[tuple[str, ...]] = set()
+    for leaf in _delta_leaf_paths(physical_schema, ()):
+        lowered = tuple(p.lower() for p in leaf)
+        known.update(lowered[:i] for i in range(1, len(lowered) + 1))
+    return frozenset(known)
+
+
+def file_has_extra_columns(file_path: str, known: frozenset[tuple[str, ...]]) -> bool:
+    """Whether the Parquet file holds a column (at any depth) outside ``known`` (``column_paths``),
+    as a dropped column's data stays in the files (Delta's ``fileHasExtraColumns``; case-insensitive).
+    Only the footer is read."""
+    paths = _parquet_leaf_paths(pq.read_metadata(file_path))
+    return any(tuple(p.lower() for p in path) not in known for path in paths)
 
 
 def _column_indexes(
