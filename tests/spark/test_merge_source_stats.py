@@ -188,13 +188,30 @@ def test_registered_name_source(spark, tmp_path, monkeypatch):
 
 
 def test_partitioned_source_and_odd_column_names(spark, tmp_path, monkeypatch):
-    """A partitioned source's partition values are joined in (not a plain read): the job runs. A
-    key column whose name has spaces passes through the plan text like any other."""
+    """A partitioned source whose values Spark parses from the directories is a plain read: its
+    statistics answer, for a data column key (a partition key has no statistics: the job runs).
+    With the values joined in from the log it is no plain read: the job runs. A key column whose
+    name has spaces passes through the plan text like any other."""
+    from deltamerge.spark import scan
+
     src = str(tmp_path / "src")
     df = spark.createDataFrame([(i, 100 + i % 3, i % 2) for i in range(380, 420)], "id long, v int, p int")
     deltamerge.write(df, src, partition_by="p")
-    used, (res, _, _) = _both(spark, tmp_path, monkeypatch, lambda: deltamerge.read(spark, src).drop("p"))
-    assert not used and res == (40, 20, 0, 20)
+    used, (res, rows, _) = _both(
+        spark, tmp_path / "a", monkeypatch, lambda: deltamerge.read(spark, src).drop("p")
+    )
+    assert used and res == (40, 20, 0, 20)
+    by_key = str(tmp_path / "by_key")
+    keys = spark.createDataFrame([(i, 5) for i in (398, 399, 400, 401)], "id long, v int")
+    deltamerge.write(keys, by_key, partition_by="id")
+    used, (res, _, _) = _both(spark, tmp_path / "b", monkeypatch, lambda: deltamerge.read(spark, by_key))
+    assert not used and res == (4, 2, 0, 2)
+    with monkeypatch.context() as m:
+        m.setattr(scan, "_hive_layout", lambda *a: None)
+        used, (res, joined, _) = _both(
+            spark, tmp_path / "c", monkeypatch, lambda: deltamerge.read(spark, src).drop("p")
+        )
+    assert not used and res == (40, 20, 0, 20) and joined == rows
 
     odd = str(tmp_path / "odd")
     deltamerge.write(
