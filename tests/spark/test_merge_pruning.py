@@ -887,31 +887,34 @@ def _history_metrics(spark, path):
 
 def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeypatch):
     """Copy-on-write candidates beyond ``singlePassMaxRows`` that each expect many matches are
-    written in the single pass (no job 1). Same table, counters and history metrics as the two
-    jobs, with and without NOT MATCHED clauses (whose unmatched source rows are found against
-    the candidate rows some source row matches, not every candidate's keys)."""
+    written in the single pass (no job 1) by a merge without NOT MATCHED clauses. Same table,
+    counters and history metrics as the two jobs. With a NOT MATCHED clause the two jobs run."""
     outcomes = _spy_broadcast(monkeypatch)
     src = spark.createDataFrame(
         [(i, 100 + i % 5, None) for i in [*range(0, 400, 3), 1000, 1001]], "id long, v int, d date"
     )
     guess = {merge_variants.SINGLE_PASS: "1", merge_variants.EXPECTED: "20"}
     updates = [("whenMatchedUpdate", "s.v > 101", {"v": "s.v"}), ("whenMatchedDelete",)]
-    inserts = [("whenNotMatchedInsert", "s.v != 101", {"id": "s.id", "v": "s.v"})]
-    for clauses, counts in ((updates, (134, 80, 54, 0)), ([*updates, *inserts], (135, 80, 54, 1))):
-        results = []
-        for variant, conf in (("guess", guess), ("two-job", VARIANTS["two-job"])):
-            path = str(tmp_path / f"{variant}{len(clauses)}")
-            _table(spark, path, n=400, files=4)  # ~33 of each file's 100 ids in the source
-            outcomes.clear()
-            with _settings(spark, conf):
-                res = _run(spark, path, src, "t.id = s.id", clauses)
-            assert outcomes == (["single"] if variant == "guess" else ["matched", "written"])
-            results.append((res, _rows(spark, path), _history_metrics(spark, path)))
-            live = {os.path.basename(f.path) for f in DeltaLog.for_table(path).update().files}
-            assert set(_data_files(path)) - live <= {os.path.basename(p) for p in _removed(path)}
-        assert results[0] == results[1]
-        assert results[0][0] == counts
-        assert results[0][2]["numTargetFilesRemoved"] == "4"
+    results = []
+    for variant, conf in (("guess", guess), ("two-job", VARIANTS["two-job"])):
+        path = str(tmp_path / variant)
+        _table(spark, path, n=400, files=4)  # ~33 of each file's 100 ids in the source
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, src, "t.id = s.id", updates)
+        assert outcomes == (["single"] if variant == "guess" else ["matched", "written"])
+        results.append((res, _rows(spark, path), _history_metrics(spark, path)))
+        live = {os.path.basename(f.path) for f in DeltaLog.for_table(path).update().files}
+        assert set(_data_files(path)) - live <= {os.path.basename(p) for p in _removed(path)}
+    assert results[0] == results[1]
+    assert results[0][0] == (134, 80, 54, 0)
+    assert results[0][2]["numTargetFilesRemoved"] == "4"
+    path = str(tmp_path / "upsert")
+    _table(spark, path, n=400, files=4)
+    outcomes.clear()
+    with _settings(spark, guess):
+        assert _run(spark, path, src, "t.id = s.id", UPSERT) == (136, 134, 0, 2)
+    assert outcomes == ["matched", "written"]
 
 
 def test_guessed_single_pass_wrong_guess_retries(spark, tmp_path, monkeypatch):

@@ -4,14 +4,12 @@ After the source-key summary, a small merge (a CDC micro-batch, an upsert into o
 a few candidate files left. Finding which of them are touched (job 1) then costs more than it
 saves: its planning, broadcast and Spark job are a large part of the merge's time. When the
 candidates hold at most ``spark.deltamerge.merge.singlePassMaxRows`` live rows, or a copy-on-write
-merge is expected to touch every candidate (``expects_every_file_touched``: job 1 would only
-confirm it), one write does it all:
+merge without NOT MATCHED clauses is expected to touch every candidate (``expects_every_file_touched``:
+job 1 would only confirm it), one write does it all:
 
 - ``candidates LEFT JOIN broadcast(source)``: copy-on-write writes every row (updated or copied),
   DV mode only the rows a clause changes;
-- ``source LEFT ANTI JOIN broadcast(the candidates' ON-condition columns)``: the NOT MATCHED rows.
-  Beyond the row limit only the candidate rows some source row matches are broadcast (a semi join
-  with the broadcast source, run by Spark as the broadcast's own job);
+- ``source LEFT ANTI JOIN broadcast(the candidates' ON-condition columns)``: the NOT MATCHED rows;
 - ``observe()`` collects the touched files, in DV mode every matched row's position with a bit for
   "changed" (the new deletion vectors and the multiple-match check), and the clause counters.
 
@@ -83,7 +81,8 @@ def applies(ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vector
         return False
     if rows <= limit:
         return True
-    return not deletion_vectors and expects_every_file_touched(ctx)
+    matched_only = not ctx.rm.of_kind(ClauseKind.NOT_MATCHED)
+    return not deletion_vectors and matched_only and expects_every_file_touched(ctx)
 
 
 def expects_every_file_touched(ctx: MergeContext) -> bool:
@@ -92,11 +91,10 @@ def expects_every_file_touched(ctx: MergeContext) -> bool:
     single pass saves job 1 (its planning, its broadcast, its scan of the candidates' keys and
     the matched rows' cache). A wrong guess costs one discarded write, never a wrong result.
 
-    With NOT MATCHED clauses the unmatched source rows still need the candidates' keys: they are
-    scanned for the broadcast of the matched ones (``_write``), as job 1 would. Measured on
-    ``bench/``'s 5M-row upserts, alternated, medians of 5: spread over all files 7.58 s against
-    the two jobs' 7.68 s; the partitioned target 3.63 s against 3.71 s. (Broadcasting every
-    candidate's keys instead took 6.6 s against 6.1 s.)"""
+    Only without NOT MATCHED clauses: finding the unmatched source rows needs the candidates'
+    keys, so the single pass would scan them inside its write instead (measured on the 5M-row
+    upsert of ``bench/``: 6.6 s against the two jobs' 6.1 s; a matched-only merge of the same
+    source: 5.7 s against 6.1 s)."""
     threshold = float(setting(ctx.spark, SessionConf.SINGLE_PASS_EXPECTED_MATCHES))
     expected = ctx.min_expected_matches
     return threshold > 0 and expected is not None and expected >= threshold
@@ -174,10 +172,6 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     if rm.of_kind(ClauseKind.NOT_MATCHED):
         # A source row matches no candidate row exactly when the ON condition holds for none.
         on_columns = target.select(*[tcol(i) for i in ctx.condition_target_columns()])
-        if (broadcast.live_rows(candidates) or 0) > int(setting(ctx.spark, SessionConf.SINGLE_PASS_MAX_ROWS)):
-            # Many candidate rows: only those some source row matches are broadcast (a semi join
-            # with the broadcast source inside the broadcast's own job), not every candidate's keys.
-            on_columns = on_columns.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
         unmatched = ctx.source.join(F.broadcast(on_columns), on=ctx.condition(), how="left_anti")
         unmatched = unmatched.selectExpr(
             "*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}"
