@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import InvalidArgumentError
+from deltamerge.log.paths import escape_path_name
 from deltamerge.log.snapshot import Snapshot
 from deltamerge.spark.write import STAGING_PREFIX
 
@@ -45,12 +46,16 @@ def _expired(snapshot: Snapshot, retention_ms: int, now_ms: int) -> tuple[list[s
         if entry.startswith(STAGING_PREFIX) and os.path.isdir(full) and os.path.getmtime(full) < cutoff_s:
             staging.append(entry)
     files: list[str] = []
+    # Partition directories are data even when hidden-looking (``_ingest_date=...``), as in Delta.
+    part_prefixes = tuple(
+        f"{name}=" for c in snapshot.metadata.partition_columns for name in {c, escape_path_name(c)}
+    )
     for dirpath, dirs, names in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
-        if rel_dir == ".":
-            dirs[:] = [d for d in dirs if d == "_change_data" or not d.startswith(("_", "."))]
-        else:
-            dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        visible = ("_change_data",) if rel_dir == "." else ()
+        dirs[:] = [
+            d for d in dirs if d in visible or d.startswith(part_prefixes) or not d.startswith(("_", "."))
+        ]
         for name in names:
             if name.startswith(("_", ".")):
                 continue

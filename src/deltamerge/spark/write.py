@@ -66,14 +66,25 @@ def _utc_iso_timestamp(name: str) -> Column:
     )
 
 
+def _data_dir(rel_dir: str, keys: Sequence[str]) -> bool:
+    """Whether a staging directory holds the written data: one ``col=value`` level per partition
+    column (``keys``, lower case), in order. A partition column's directory may start with "_" or
+    "." (``_ingest_date=...``); anything else is Spark's own (``_temporary``)."""
+    parts = [p.partition("=") for p in rel_dir.split(os.sep) if p]
+    return len(parts) == len(keys) and all(
+        eq and unquote(key).lower() == want for (key, eq, _), want in zip(parts, keys, strict=True)
+    )
+
+
 def _move_into_table(
     table_root: str, staging: str, partition_columns: Sequence[str], kind: str
 ) -> list[WrittenFile]:
     written: list[WrittenFile] = []
+    keys = [c.lower() for c in partition_columns]
     for dirpath, _dirs, names in os.walk(staging):
         rel_dir = os.path.relpath(dirpath, staging)
         rel_dir = "" if rel_dir == "." else rel_dir
-        if any(part.startswith(("_", ".")) for part in rel_dir.split(os.sep) if part):
+        if not _data_dir(rel_dir, keys):
             continue
         for name in sorted(names):
             if not name.endswith(".parquet") or name.startswith(("_", ".")):
