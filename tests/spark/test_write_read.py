@@ -162,13 +162,14 @@ def test_partition_by(spark, table_path: str) -> None:
 def test_partition_values_from_directories_equal_the_log(spark, table_path: str, monkeypatch) -> None:
     """Spark parses partition values from the directory names when they give the log's values
     (strings that look like numbers, dates or null stay strings); the rows equal those of the
-    lookup join. A directory that disagrees with the log is not trusted: the log's value wins."""
+    lookup join (the column name `_p=x` is escaped in the directory names too). A directory that
+    disagrees with the log is not trusted: the log's value wins."""
     from deltamerge.spark import scan
 
     strings = ["007", "1.50", "2024-01-01", "true", "null", "a b", "50%", "us/east", "k=v", "", None]
     data = [(i, s, i % 3 - 1 if i % 4 else None, dt.date(2024, 1, 1 + i % 2)) for i, s in enumerate(strings)]
-    df = spark.createDataFrame(data, "id long, p string, q int, d date")
-    deltamerge.write(df, table_path, partition_by=["p", "q", "d"])
+    df = spark.createDataFrame(data, "id long, `_p=x` string, q int, d date")
+    deltamerge.write(df, table_path, partition_by=["_p=x", "q", "d"])
     expected = sorted(((i, s or None, q, d) for i, s, q, d in data), key=repr)
     layouts: list[object] = []
     real = scan._hive_layout
@@ -181,7 +182,7 @@ def test_partition_values_from_directories_equal_the_log(spark, table_path: str,
     # A commit whose partition value disagrees with its file's directory: the log wins.
     monkeypatch.setattr(scan, "_hive_layout", real)
     one = next(
-        a["add"] for a in _commit(table_path, 0) if "add" in a and a["add"]["partitionValues"]["p"] == "007"
+        a["add"] for a in _commit(table_path, 0) if "add" in a and a["add"]["partitionValues"]["_p=x"] == "007"
     )
     moved = {**one, "partitionValues": {**one["partitionValues"], "q": "42"}}
     removed = {"path": one["path"], "deletionTimestamp": 1, "dataChange": True}

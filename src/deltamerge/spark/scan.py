@@ -48,6 +48,7 @@ ROW_INDEX_COL = "__dm_row_index"
 
 _URI_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
 _GLOB_CHARS = set("{}[]*?\\")
+_GLOB_RE = re.compile(r"[{}\[\]*?\\]")
 
 
 def _java_uriquote_name(path: str) -> str:
@@ -78,7 +79,9 @@ def absolute_file_path(table_root: str, add_path: str) -> str:
 
 def _glob_escape(path: str) -> str:
     # Spark globs read paths that contain glob characters; a backslash makes them literal.
-    return "".join("\\" + c if c in _GLOB_CHARS else c for c in path)
+    if _GLOB_RE.search(path) is None:  # the usual case, without a loop per character
+        return path
+    return _GLOB_RE.sub(lambda m: "\\" + m.group(0), path)
 
 
 @dataclass(frozen=True)
@@ -154,35 +157,57 @@ def _hive_layout(
     """The partition fields (schema names and types) when Spark's own directory parsing of every
     file gives exactly its ``partitionValues``; else None (the lookup join is needed).
 
-    Each file must sit under the table root at ``<col>=<value>/.../<file>``, one directory per
-    partition column in order, named exactly as the schema names the column, each value unescaping
-    (as Spark does) to the log's string, or ``__HIVE_DEFAULT_PARTITION__`` for a null one, with a
-    type Spark parses the same way as the log's cast (strings, integers, dates).
+    Each file must sit under the table root (a relative ``add.path``) at
+    ``<col>=<value>/.../<file>``, one directory per partition column in order, named exactly as
+    the schema names the column, each value unescaping (as Spark does) to the log's string, or
+    ``__HIVE_DEFAULT_PARTITION__`` for a null one, with a type Spark parses the same way as the
+    log's cast (strings, integers, dates). Each directory is parsed once.
     """
     by_lower = {f.name.lower(): f for f in schema.fields}
-    fields = [by_lower.get(c.lower()) for c in partition_columns]
-    if any(f is None for f in fields) or any(c in table_root for c in _GLOB_CHARS):
+    found = [by_lower.get(c.lower()) for c in partition_columns]
+    fields = [f for f in found if f is not None]
+    if len(fields) != len(found) or any(c in table_root for c in _GLOB_CHARS):
         return None
-    parts_of = [f for f in fields if f is not None]
-    root = os.path.normpath(table_root)
+    names = [f.name for f in fields]
+    parsed: dict[str, list[str | None] | None] = {}
     for add in files:
-        rel = os.path.relpath(os.path.normpath(absolute_file_path(table_root, add.path)), root)
-        dirs = rel.split(os.sep)[:-1]
-        if len(dirs) != len(parts_of) or rel.startswith(".."):
+        path = add.path
+        if (":" in path or path.startswith("/")) and paths.is_absolute_path(path):
             return None
-        values = {k.lower(): v for k, v in add.partition_values.items()}
-        for d, field in zip(dirs, parts_of, strict=True):
-            key, eq, raw = d.partition("=")
-            if not eq or paths.unescape_path_name(key) != field.name:
-                return None
-            logged = values.get(field.name.lower())
-            if logged is None or logged == "":
-                same = raw == paths.HIVE_DEFAULT_PARTITION
-            else:
-                same = raw != paths.HIVE_DEFAULT_PARTITION and paths.unescape_path_name(raw) == logged
-            if not same or not (logged in (None, "") or _parses_same(raw, field.dataType)):
-                return None
-    return [StructField(f.name, f.dataType, True) for f in parts_of]
+        directory = (paths.decode_add_path(path) if "%" in path else path).rpartition("/")[0]
+        expected = parsed.get(directory, [])
+        if expected == []:
+            expected = parsed[directory] = _parse_partition_dirs(directory, fields)
+        pv = add.partition_values
+        try:
+            logged = [pv[n] or None for n in names]
+        except KeyError:  # keys spelt in another case
+            lower = {k.lower(): v for k, v in pv.items()}
+            logged = [lower.get(n.lower()) or None for n in names]
+        if expected is None or logged != expected:
+            return None
+    return [StructField(f.name, f.dataType, True) for f in fields]
+
+
+def _parse_partition_dirs(directory: str, fields: Sequence[StructField]) -> list[str | None] | None:
+    """The values Spark parses from ``directory`` (relative to the table root) for ``fields``,
+    as the log's strings (None for null); None when Spark would parse anything else."""
+    dirs = directory.split("/") if directory else []
+    if len(dirs) != len(fields):
+        return None
+    out: list[str | None] = []
+    for d, field in zip(dirs, fields, strict=True):
+        key, eq, raw = d.partition("=")
+        if not eq or paths.unescape_path_name(key) != field.name:
+            return None
+        if raw == paths.HIVE_DEFAULT_PARTITION:
+            out.append(None)
+            continue
+        value = paths.unescape_path_name(raw) if "%" in raw else raw
+        if value == "" or not _parses_same(raw, field.dataType):
+            return None
+        out.append(value)
+    return out
 
 
 def partition_value_column(raw: Column, dtype_name: str, dtype) -> Column:  # type: ignore[no-untyped-def]
