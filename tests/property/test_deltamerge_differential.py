@@ -63,15 +63,22 @@ def _run_deltamerge(
     files: int = 1,
     variant: str = "single-pass",
     source_files: int = 0,
+    partitioned: bool = False,
 ) -> EngineOutcome:
     """``source_files`` 0: the source is a ``createDataFrame``; else its rows are written as a Delta
-    table (``repartition(source_files)``) and the source reads that table."""
+    table (``repartition(source_files)``) and the source reads that table. ``partitioned``: the
+    target is partitioned by ``value``, which clauses update (rows move between partitions)."""
     import deltamerge
     from deltamerge import DeltaTable
 
     path = os.path.join(root, f"t{next(_COUNTER)}")
     target = spark.createDataFrame(list(case.target_rows), ddl(case.target_schema)).repartition(files)
-    deltamerge.write(target, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
+    deltamerge.write(
+        target,
+        path,
+        partition_by=["value"] if partitioned else None,
+        configuration={"delta.enableDeletionVectors": "true"} if dv else None,
+    )
     for key, value in VARIANTS[variant].items():
         spark.conf.set(key, value)
     deltamerge.register_table(spark, "target", path)
@@ -119,28 +126,39 @@ def _run_deltamerge(
     files=st.sampled_from([1, 1, 2]),
     variant=st.sampled_from(sorted(VARIANTS)),
     source_files=st.sampled_from([0] * 9 + [1, 2, 3]),  # a Delta source in 1 of 4
+    partitioned=st.sampled_from([False, False, False, True]),
 )
 def test_deltamerge_matches_oracle_and_deltars(
-    spark, tmp_path_factory, case, via_sql, dv, files, variant, source_files
+    spark, tmp_path_factory, case, via_sql, dv, files, variant, source_files, partitioned
 ):
-    """Against the oracle and delta-rs, on copy-on-write and DV tables of one or two files, through each
-    of deltamerge's executions, from an in-memory source or a Delta table of 1-3 files."""
+    """Against the oracle and delta-rs, on copy-on-write and DV tables of one or two files (or
+    partitioned by a column the clauses update), through each of deltamerge's executions, from an
+    in-memory source or a Delta table of 1-3 files."""
     root = str(tmp_path_factory.mktemp("diff"))
     expected = oracle.run_case(case)
     if expected.error is not None and expected.error not in (oracle.MULTIPLE_MATCH,):
         return  # grammar errors are covered by the conformance and analysis tests
     actual = _run_deltamerge(
-        spark, case, root, via_sql, dv=dv, files=files, variant=variant, source_files=source_files
+        spark,
+        case,
+        root,
+        via_sql,
+        dv=dv,
+        files=files,
+        variant=variant,
+        source_files=source_files,
+        partitioned=partitioned,
     )
     # Copied rows depend on the file layout: none in DV mode; the untouched file's rows are not
-    # copied when the target has two files (the oracle models one file).
-    skip = {"numTargetRowsCopied", "numOutputRows"} if dv or files > 1 else set()
+    # copied when the target has two files or partitions (the oracle models one file).
+    skip = {"numTargetRowsCopied", "numOutputRows"} if dv or files > 1 or partitioned else set()
     problems = compare_outcome(
         case, expected, actual, metric_keys=[k for k in ROW_METRICS if k in actual.metrics and k not in skip]
     )
     mode = "DV" if dv else "copy-on-write"
     source = f"Delta source of {source_files} partition(s)" if source_files else "in-memory source"
-    how = f"via {'SQL' if via_sql else 'builder'}, {mode}, {files} file(s), {variant}, {source}"
+    layout = "partitioned by value" if partitioned else f"{files} file(s)"
+    how = f"via {'SQL' if via_sql else 'builder'}, {mode}, {layout}, {variant}, {source}"
     assert not problems, describe(case) + f"\n{how}\n" + "\n".join(problems)
 
     if actual.error is None:
