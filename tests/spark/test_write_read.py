@@ -181,9 +181,8 @@ def test_partition_values_from_directories_equal_the_log(spark, table_path: str,
     assert fast == joined == expected
     # A commit whose partition value disagrees with its file's directory: the log wins.
     monkeypatch.setattr(scan, "_hive_layout", real)
-    one = next(
-        a["add"] for a in _commit(table_path, 0) if "add" in a and a["add"]["partitionValues"]["_p=x"] == "007"
-    )
+    adds = [a["add"] for a in _commit(table_path, 0) if "add" in a]
+    one = next(a for a in adds if a["partitionValues"]["_p=x"] == "007")
     moved = {**one, "partitionValues": {**one["partitionValues"], "q": "42"}}
     removed = {"path": one["path"], "deletionTimestamp": 1, "dataChange": True}
     with open(os.path.join(table_path, "_delta_log", f"{1:020d}.json"), "w", encoding="utf-8") as fh:
