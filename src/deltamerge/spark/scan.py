@@ -47,7 +47,6 @@ FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
 
 _URI_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
-_GLOB_CHARS = set("{}[]*?\\")
 _GLOB_RE = re.compile(r"[{}\[\]*?\\]")
 
 
@@ -166,7 +165,7 @@ def _hive_layout(
     by_lower = {f.name.lower(): f for f in schema.fields}
     found = [by_lower.get(c.lower()) for c in partition_columns]
     fields = [f for f in found if f is not None]
-    if len(fields) != len(found) or any(c in table_root for c in _GLOB_CHARS):
+    if len(fields) != len(found) or _GLOB_RE.search(table_root):
         return None
     names = [f.name for f in fields]
     parsed: dict[str, list[str | None] | None] = {}
@@ -175,9 +174,9 @@ def _hive_layout(
         if (":" in path or path.startswith("/")) and paths.is_absolute_path(path):
             return None
         directory = (paths.decode_add_path(path) if "%" in path else path).rpartition("/")[0]
-        expected = parsed.get(directory, [])
-        if expected == []:
-            expected = parsed[directory] = _parse_partition_dirs(directory, fields)
+        if directory not in parsed:
+            parsed[directory] = _parse_partition_dirs(directory, fields)
+        expected = parsed[directory]
         pv = add.partition_values
         try:
             logged = [pv[n] or None for n in names]
