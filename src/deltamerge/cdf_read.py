@@ -50,7 +50,7 @@ from deltamerge.spark.scan import (
     scan,
     spark_file_uri,
 )
-from deltamerge.spark.session import session_time_zone
+from deltamerge.spark.session import internal_plan, session_time_zone
 from deltamerge.spark.types import quote_name, to_spark_schema
 
 __all__ = ["CDC_COLUMNS", "CDC_COMMIT_TIMESTAMP", "CDC_COMMIT_VERSION", "CDC_TYPE", "read_changes"]
@@ -349,6 +349,7 @@ class _SchemaChangeGuard:
         )
 
 
+@internal_plan
 def read_changes(
     spark: SparkSession,
     path: str,

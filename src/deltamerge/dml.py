@@ -44,7 +44,14 @@ from deltamerge.predicates import (
     to_sql,
 )
 from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
-from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, session_time_zone, setting
+from deltamerge.spark.session import (
+    case_sensitive,
+    conf_getter,
+    internal_plan,
+    local_frame,
+    session_time_zone,
+    setting,
+)
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -340,6 +347,7 @@ def _resolve_condition(condition: exp.Expression | str | Column | None) -> exp.E
 # --- DELETE -----------------------------------------------------------------------------------------
 
 
+@internal_plan
 def delete(
     spark: SparkSession,
     table_root: str,
@@ -473,6 +481,7 @@ def _check_keys(
             )
 
 
+@internal_plan
 def update(
     spark: SparkSession,
     table_root: str,

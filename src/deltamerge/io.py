@@ -31,7 +31,13 @@ from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
-from deltamerge.spark.session import conf_getter, quick_replies, session_time_zone, table_property_defaults
+from deltamerge.spark.session import (
+    conf_getter,
+    internal_plan,
+    quick_replies,
+    session_time_zone,
+    table_property_defaults,
+)
 from deltamerge.spark.types import (
     as_nullable,
     quote_name,
@@ -137,6 +143,7 @@ def _safe_cast(src, dst) -> bool:  # type: ignore[no-untyped-def]
     return dst.typeName() in _WIDER.get(src.typeName(), set())
 
 
+@internal_plan
 def write(
     df: DataFrame,
     path: str,
@@ -337,6 +344,7 @@ def _timestamp_ms(ts: str | int | float | dt.datetime, time_zone: str = "UTC") -
     return int(parsed.timestamp() * 1000)
 
 
+@internal_plan
 def read_snapshot(spark: SparkSession, snap: Snapshot, files: Sequence[AddFile] | None = None) -> DataFrame:
     """A DataFrame over a snapshot (all its files, or the given subset)."""
     return scan(
@@ -348,6 +356,7 @@ def read_snapshot(spark: SparkSession, snap: Snapshot, files: Sequence[AddFile] 
     )
 
 
+@internal_plan
 def read(
     spark: SparkSession,
     path: str,

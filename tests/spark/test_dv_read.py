@@ -229,3 +229,20 @@ def test_dv_with_empty_files_list_and_no_dv_files(spark, tmp_path):
     assert empty.count() == 0 and ROW_INDEX_COL in empty.columns
     plain = scan(spark, snap.table_root, snap.metadata.schema, (), snap.files)
     assert "Join" not in plain._jdf.queryExecution().optimizedPlan().toString()
+
+
+@pytest.mark.parametrize("strategy", ["predicate", "join"])
+def test_deleted_positions_under_a_root_with_quotes_and_backslashes(spark, tmp_path, monkeypatch, strategy):
+    """The position filter names each file by its URI: a root with quotes, a backslash and a
+    backtick must reach Spark intact (the predicate is SQL text, the join a DataFrame)."""
+    if strategy == "join":
+        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
+    path = str(tmp_path / 'o\'ne \\ `two` "x"')
+    df = spark.range(40, numPartitions=4).select("id", (F.col("id") % 2).cast("string").alias("p"))
+    deltamerge.write(df, path, partition_by="p", configuration={"delta.enableDeletionVectors": "true"})
+    DeltaTable.forPath(spark, path).delete("id % 5 = 0 OR id = 7")
+    snap = DeltaLog.for_table(path).update()
+    assert any(f.deletion_vector is not None for f in snap.files)
+    expected = [i for i in range(40) if i % 5 != 0 and i != 7]
+    assert ids(deltamerge.read(spark, path)) == expected
+    assert ids(DeltaTable.forPath(spark, path).toDF().filter("p = '1'")) == [i for i in expected if i % 2]

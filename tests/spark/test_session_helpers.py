@@ -59,3 +59,67 @@ def test_observed_text_reads_a_joined_list(spark):
     text = session.observed_text(obs)
     assert text is not None and [int(v) for v in text.split(",")] == [i * 3 for i in range(20_000)]
     assert session.observed_text(empty) == ""
+
+
+def test_entry_points_build_plans_without_recording_call_sites(spark, tmp_path, monkeypatch):
+    """PySpark records the Python call site of every Column function (five py4j round trips each on
+    a classic session). deltamerge's write, merge, delete, update and read turn that off while they
+    build their plans, and put PySpark's setting back after, also when nested, in threads, and when
+    the operation fails; the user's own Column calls outside keep their call sites."""
+    import os
+    import traceback
+
+    import pyspark.errors.utils as origin
+
+    package = os.path.dirname(deltamerge.__file__)
+    recorded: list[bool] = []  # per recorded call site: was deltamerge's code on the stack?
+    real = origin._capture_call_site
+
+    def spy(depth: int) -> str:
+        recorded.append(any(f.filename.startswith(package) for f in traceback.extract_stack()))
+        return real(depth)
+
+    monkeypatch.setattr(origin, "_capture_call_site", spy)
+    monkeypatch.setattr(origin, "_enable_debugging_cache", True)  # PySpark's default, as evaluated
+
+    path = str(tmp_path / "t")
+    src = spark.range(6).select("id", (F.col("id") * 10).alias("v"))
+    deltamerge.write(src, path, configuration={"delta.enableDeletionVectors": "true"})
+    table = deltamerge.DeltaTable.forPath(spark, path)
+    source = spark.range(3, 9).select("id", F.lit(-1).cast("long").alias("v"))
+    recorded.clear()
+    table.alias("t").merge(
+        source.alias("s"), "t.id = s.id"
+    ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    table.delete("id = 1")
+    table.update("id = 2", {"v": "0"})
+    rows = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+    assert rows == [(0, 0), (2, 0), (3, -1), (4, -1), (5, -1), (6, -1), (7, -1), (8, -1)]
+    assert not any(recorded)
+    assert origin._enable_debugging_cache is True
+
+    F.col("x")  # outside deltamerge the recording is on again
+    assert recorded
+
+    # Nested and from several threads: the setting comes back once the last one leaves.
+    errors: list[BaseException] = []
+
+    def nested() -> None:
+        try:
+            with session.without_call_sites(), session.without_call_sites():
+                assert origin._enable_debugging_cache is False
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=nested) for _ in range(4)]
+    with session.without_call_sites():
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert origin._enable_debugging_cache is False
+    assert not errors and origin._enable_debugging_cache is True
+
+    with pytest.raises(deltamerge.DeltaMergeError):  # a failing merge restores it too
+        table.alias("t").merge(source.alias("s"), "t.nope = s.id").whenMatchedDelete().execute()
+    assert origin._enable_debugging_cache is True

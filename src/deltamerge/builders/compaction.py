@@ -34,7 +34,7 @@ from deltamerge.log.actions import AddFile
 from deltamerge.log.column_mapping import physical_schema
 from deltamerge.log.paths import absolute_file_path
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark.session import conf_getter
+from deltamerge.spark.session import conf_getter, internal_plan
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.spark.write import now_ms
 from deltamerge.stats.footer import column_paths, file_has_extra_columns
@@ -138,6 +138,7 @@ def _purge_selection(table_root: str, schema: dict, files: Sequence[AddFile]) ->
     return with_dv + _with_dropped_columns(table_root, schema, rest)
 
 
+@internal_plan
 def optimize(
     spark: SparkSession, table_root: str, partition_filters: Sequence[str] = (), *, purge: bool = False
 ) -> DataFrame:

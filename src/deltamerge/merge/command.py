@@ -37,7 +37,14 @@ from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
 from deltamerge.merge.pruning import SourceKeySummary
 from deltamerge.predicates import to_sql
-from deltamerge.spark.session import case_sensitive, conf_getter, local_frame, quick_replies, setting
+from deltamerge.spark.session import (
+    case_sensitive,
+    conf_getter,
+    internal_plan,
+    local_frame,
+    quick_replies,
+    setting,
+)
 from deltamerge.spark.types import schema_string
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -160,6 +167,7 @@ def _snapshot(txn: OptimisticTransaction, table_root: str) -> Snapshot:
     return txn.snapshot
 
 
+@internal_plan
 def explain_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> str:
     """The plan of a MERGE, without running it."""
     txn, _rm, plan = prepare(spark, table_root, spec)
@@ -182,6 +190,7 @@ def _idempotent_skip(spark: SparkSession, txn: OptimisticTransaction) -> bool:
 OperationFactory = Callable[[MergeSpec, MergeMetrics], Operation]
 
 
+@internal_plan
 def run_merge(
     spark: SparkSession, table_root: str, spec: MergeSpec, *, operation: OperationFactory | None = None
 ) -> DataFrame:

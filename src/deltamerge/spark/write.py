@@ -26,7 +26,7 @@ from pyspark.sql.types import NullType
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
-from deltamerge.spark.session import prepare_session
+from deltamerge.spark.session import internal_plan, prepare_session
 from deltamerge.spark.types import as_nullable, quote_name, to_spark_schema
 
 STAGING_PREFIX = ".dm-staging-"
@@ -107,6 +107,7 @@ def _move_into_table(
     return written
 
 
+@internal_plan
 def write_parquet(
     df: DataFrame,
     table_root: str,
