@@ -31,6 +31,10 @@ def spark(tmp_path_factory):
         .config("spark.driver.memory", "2g")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        # PySpark records the call site of every Column call of the tests' own code (five py4j round
+        # trips each; deltamerge's entry points turn it off for themselves: spark/session.py, tested
+        # with it on in test_session_helpers.py). The tests build thousands of columns.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     for key, value in interpreted_settings().items():
         builder = builder.config(key, value)
