@@ -253,3 +253,44 @@ def test_data_skipping_limits_touched_files(spark, tmp_path):
     dt.alias("t").merge(src.alias("s"), "t.key = s.key AND t.key < 20").whenMatchedUpdateAll().execute()
     m = dt.history(1).collect()[0]["operationMetrics"]
     assert m["numTargetFilesRemoved"] == "1" and m["numTargetRowsCopied"] == "19"
+
+
+def test_wide_merge_runs_without_constraint_propagation(spark, tmp_path, monkeypatch, spark_conf):
+    """A MERGE over many columns runs its queries with Spark's constraint propagation off (quadratic
+    in a plan's aliases; a MERGE's output has one CASE per column), restores the setting after, and
+    leaves a value the user set alone."""
+    from deltamerge.merge import command
+
+    key = "spark.sql.constraintPropagation.enabled"
+    seen: list[str | None] = []
+    real = command._execute
+
+    def spy(ctx, plan):  # type: ignore[no-untyped-def]
+        seen.append(spark.conf.get(key, None))
+        return real(ctx, plan)
+
+    monkeypatch.setattr(command, "_execute", spy)
+    n = command.WIDE_PLAN_COLUMNS // 2
+    cols = [F.col("id")] + [(F.col("id") * i).alias(f"c{i}") for i in range(1, n)]
+    path = str(tmp_path / "wide")
+    deltamerge.write(spark.range(4).select(*cols), path)
+    source = spark.range(2, 6).select(*cols[:1], *[(-F.col("id")).alias(f"c{i}") for i in range(1, n)])
+
+    def upsert() -> tuple:
+        m = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+        return tuple(m.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().collect()[0])
+
+    assert upsert()[1:4] == (2, 0, 2)  # updated, deleted, inserted
+    assert seen == ["false"] and spark.conf.get(key, None) is None
+    rows = {r["id"]: r for r in deltamerge.read(spark, path).collect()}
+    assert sorted(rows) == [0, 1, 2, 3, 4, 5]
+    assert rows[1][f"c{n - 1}"] == n - 1 and rows[3]["c1"] == -3 and rows[5][f"c{n - 1}"] == -5
+
+    narrow = str(tmp_path / "narrow")  # a narrow merge keeps Spark's default
+    deltamerge.write(spark.range(3), narrow)
+    DeltaTable.forPath(spark, narrow).delete("id = 1")
+    assert seen[1:] == [None]
+
+    spark_conf({key: "true"})  # the user's choice wins
+    upsert()
+    assert seen[2:] == ["true"]
