@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pyspark.sql.types import StructType
 from sqlglot import exp
@@ -47,12 +48,18 @@ class Side:
     def _eq(self, a: str, b: str) -> bool:
         return a == b if self.case_sensitive else a.lower() == b.lower()
 
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        """Column name (folded unless case-sensitive) -> its first position: a lookup per reference
+        instead of a scan (a 500-column UPDATE SET * resolved 1,000 names, 250k comparisons)."""
+        positions: dict[str, int] = {}
+        for i, c in enumerate(self.columns):
+            positions.setdefault(c if self.case_sensitive else c.lower(), i)
+        return positions
+
     def index(self, name: str) -> int | None:
         """Position of column ``name`` (None when absent)."""
-        for i, c in enumerate(self.columns):
-            if self._eq(c, name):
-                return i
-        return None
+        return self._positions.get(name if self.case_sensitive else name.lower())
 
     def matches_alias(self, qualifier: str) -> bool:
         """Whether ``qualifier`` names this side (its alias, or the builder's internal name for a
