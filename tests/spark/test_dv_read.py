@@ -231,12 +231,17 @@ def test_dv_with_empty_files_list_and_no_dv_files(spark, tmp_path):
     assert "Join" not in plain._jdf.queryExecution().optimizedPlan().toString()
 
 
-@pytest.mark.parametrize("strategy", ["predicate", "join"])
-def test_deleted_positions_under_a_root_with_quotes_and_backslashes(spark, tmp_path, monkeypatch, strategy):
+@pytest.mark.parametrize("strategy", ["predicate", "predicate-escaped-literals", "join"])
+def test_deleted_positions_under_a_root_with_quotes_and_backslashes(
+    spark, tmp_path, monkeypatch, spark_conf, strategy
+):
     """The position filter names each file by its URI: a root with quotes, a backslash and a
-    backtick must reach Spark intact (the predicate is SQL text, the join a DataFrame)."""
+    backtick must reach Spark intact (the predicate is SQL text, also under the parser's
+    escapedStringLiterals; the join a DataFrame)."""
     if strategy == "join":
         monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
+    if strategy == "predicate-escaped-literals":
+        spark_conf({"spark.sql.parser.escapedStringLiterals": "true"})
     path = str(tmp_path / 'o\'ne \\ `two` "x"')
     df = spark.range(40, numPartitions=4).select("id", (F.col("id") % 2).cast("string").alias("p"))
     deltamerge.write(df, path, partition_by="p", configuration={"delta.enableDeletionVectors": "true"})

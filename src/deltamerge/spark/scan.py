@@ -41,7 +41,7 @@ from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import column_mapping, paths
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.session import internal_plan, local_frame
-from deltamerge.spark.types import as_nullable, data_schema, quote_name, sql_string, to_spark_schema
+from deltamerge.spark.types import as_nullable, data_schema, quote_name, to_spark_schema
 
 FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
@@ -371,6 +371,8 @@ def _position_predicate(
     runs: dict[str, tuple[np.ndarray, np.ndarray]], file_col: str, row_col: str
 ) -> Column:
     # One SQL text, parsed once: built from Column objects it took ~6 py4j round trips per term.
+    # Each URI is a hex literal cast to a string, which reads the same under any setting of
+    # spark.sql.parser.escapedStringLiterals (a quoted literal would not, for a root with ' or \).
     row, file = quote_name(row_col), quote_name(file_col)
     per_file: list[str] = []
     for uri, (starts, ends) in runs.items():
@@ -380,7 +382,8 @@ def _position_predicate(
             terms.append(f"{row} IN ({', '.join(str(int(v)) for v in starts[single])})")
         for a, b in zip(starts[~single].tolist(), ends[~single].tolist(), strict=True):
             terms.append(f"{row} BETWEEN {int(a)} AND {int(b)}")
-        per_file.append(f"({file} = {sql_string(uri)} AND ({' OR '.join(terms)}))")
+        uri_sql = f"CAST(X'{uri.encode().hex()}' AS STRING)"
+        per_file.append(f"({file} = {uri_sql} AND ({' OR '.join(terms)}))")
     return F.expr(" OR ".join(per_file))
 
 
