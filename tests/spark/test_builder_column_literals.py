@@ -52,3 +52,55 @@ TEMPORAL_EXPECTED = [
 
 def test_temporal_literals_and_extract_value_in_column_arguments(spark, tmp_path):
     assert _temporal_merge(spark, str(tmp_path / "t")) == TEMPORAL_EXPECTED
+
+
+@pytest.mark.parametrize("escaped", ["false", "true"])
+def test_quotes_and_backslashes_reach_spark_intact(spark, tmp_path, spark_conf, escaped):
+    """Strings deltamerge renders into SQL (Column literals, struct field names of a widened
+    struct, file URIs of a root with a quote and a backslash) keep their value whatever
+    spark.sql.parser.escapedStringLiterals says: an escaped literal would keep its backslashes."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    import deltamerge
+    from deltamerge import DeltaTable
+
+    spark_conf({"spark.sql.parser.escapedStringLiterals": escaped})
+    odd = "it's a \\ b"
+    path = str(tmp_path / "o'ne \\ two")
+    deltamerge.write(
+        spark.range(20, numPartitions=2).select("id", F.col("id").cast("string").alias("v")),
+        path,
+        configuration={"delta.enableDeletionVectors": "true"},
+    )
+    src = spark.range(15, 25).select("id", F.lit("new").alias("v"))
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(src.alias("s"), (F.col("t.id") == F.col("s.id")) & (F.col("s.v") != F.lit(odd)))
+        .whenMatchedUpdate(set={"v": F.lit(odd)})
+        .whenNotMatchedInsert(values={"id": "s.id", "v": F.concat(F.lit(odd), F.lit("'\\"))})
+        .execute()
+    )  # fmt: skip
+    got = {r.id: r.v for r in deltamerge.read(spark, path).collect()}
+    assert got == {**{i: str(i) for i in range(15)}, **dict.fromkeys(range(15, 20), odd),
+                   **dict.fromkeys(range(20, 25), odd + "'\\")}  # fmt: skip
+
+    names = ["a'b", "c\\d"]
+    wide = StructType([StructField(n, LongType()) for n in names])
+    narrow = StructType([StructField(names[0], IntegerType()), StructField(names[1], LongType())])
+    structs = str(tmp_path / "structs")
+    schema = StructType(
+        [StructField("id", LongType()), StructField("st", wide), StructField("s", StringType())]
+    )
+    deltamerge.write(spark.createDataFrame([(1, (1, 1), "x")], schema), structs)
+    src_schema = StructType(
+        [StructField("id", LongType()), StructField("st", narrow), StructField("s", StringType())]
+    )
+    src2 = spark.createDataFrame([(1, (10, 11), odd), (2, (20, 21), odd)], src_schema)
+    (
+        DeltaTable.forPath(spark, structs).alias("t").merge(src2.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    )  # fmt: skip
+    out = deltamerge.read(spark, structs)
+    assert [f.name for f in out.schema["st"].dataType.fields] == names
+    assert sorted((r.id, tuple(r.st), r.s) for r in out.collect()) == [(1, (10, 11), odd), (2, (20, 21), odd)]

@@ -53,6 +53,7 @@ from sqlglot import exp
 from deltamerge.errors import AnalysisError, DeltaMergeError
 from deltamerge.merge.evolution import can_up_cast, catalog_string, contains_struct, ddl, same_type, sql_type
 from deltamerge.predicates import DIALECT, is_deterministic
+from deltamerge.spark.types import string_pieces
 
 _PREFIX = "spark.databricks.delta."
 
@@ -125,11 +126,25 @@ def field(node: exp.Expression, name: str) -> exp.Expression:
     return exp.Dot(this=node.copy(), expression=exp.to_identifier(name, quoted=True))
 
 
+def string_literal(value: str) -> exp.Expression:
+    """``value`` as a SQL string that reads the same under ``spark.sql.parser.escapedStringLiterals``
+    (see ``spark.types.sql_string``)."""
+    parts: list[exp.Expression] = [
+        exp.Anonymous(this="chr", expressions=[exp.Literal.number(p)])
+        if isinstance(p, int)
+        else exp.Literal.string(p)
+        for p in string_pieces(value)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    return exp.Anonymous(this="concat", expressions=parts) if parts else exp.Literal.string("")
+
+
 def named_struct(pairs: list[tuple[str, exp.Expression]]) -> exp.Expression:
     """``named_struct('a', x, ...)``."""
     args: list[exp.Expression] = []
     for name, value in pairs:
-        args += [exp.Literal.string(name), value]
+        args += [string_literal(name), value]
     return exp.Anonymous(this="named_struct", expressions=args)
 
 
@@ -210,7 +225,7 @@ def translate_runtime_error(error: BaseException) -> DeltaMergeError | None:
 
 
 def _raise(message_parts: list[exp.Expression | str]) -> exp.Expression:
-    parts = [exp.Literal.string(p) if isinstance(p, str) else p for p in message_parts]
+    parts = [string_literal(p) if isinstance(p, str) else p for p in message_parts]
     msg = parts[0] if len(parts) == 1 else exp.Anonymous(this="concat", expressions=parts)
     return exp.Anonymous(this="raise_error", expressions=[msg])
 

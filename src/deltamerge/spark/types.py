@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pyspark.sql.types import DataType, StructField, StructType
+
+_SPECIAL = re.compile(r"(['\\])")
 
 
 def to_spark_schema(schema_json: dict[str, Any] | str) -> StructType:
@@ -71,6 +74,18 @@ def quote_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def string_pieces(value: str) -> list[str | int]:
+    """``value`` split for SQL that reads the same under ``spark.sql.parser.escapedStringLiterals``:
+    runs of plain text, and the code point of each quote or backslash (an escaped literal would
+    keep its backslashes under that setting)."""
+    return [ord(p) if p in ("'", "\\") else p for p in _SPECIAL.split(value) if p]
+
+
 def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """``value`` as a Spark SQL string expression that parses to ``value`` whatever the session's
+    ``spark.sql.parser.escapedStringLiterals``: ``'text'``, or ``concat('it', chr(39), 's')`` when it
+    holds a quote or backslash."""
+    parts = [f"chr({p})" if isinstance(p, int) else f"'{p}'" for p in string_pieces(value)]
+    if len(parts) == 1:
+        return parts[0]
+    return f"concat({', '.join(parts)})" if parts else "''"
