@@ -91,12 +91,46 @@ def _lambda_variables(node: exp.Expression) -> set[str]:
     return names
 
 
+def _subquery_names(select: exp.Expression) -> set[str]:
+    # The relation names and aliases a subquery defines (its tables, derived tables and CTEs).
+    names: set[str] = set()
+    for table in select.find_all(exp.Table):
+        names.update(n.lower() for n in (table.name, table.alias_or_name) if n)
+    for node in select.find_all(exp.Subquery, exp.CTE):
+        if node.alias:
+            names.add(node.alias.lower())
+    return names
+
+
+def _own_column(col: exp.Column, root: exp.Expression) -> bool:
+    """Whether ``col`` is a subquery's own column (resolved by Spark inside the subquery), not a
+    reference to the expression's tables: unqualified, or qualified by a relation of an enclosing
+    subquery. A qualified name the subqueries do not define is an outer (correlated) reference."""
+    node = col.parent
+    inside = False
+    names: set[str] = set()
+    while node is not None:
+        if isinstance(node, exp.Select):
+            inside = True
+            names |= _subquery_names(node)
+        if node is root:
+            break
+        node = node.parent
+    if not inside:
+        return False
+    qualifier = col.parts[0].name.lower() if len(col.parts) >= 2 else None
+    return qualifier is None or qualifier in names
+
+
 def column_references(node: exp.Expression) -> list[exp.Column]:
-    """Column nodes in ``node`` that refer to table columns (lambda variables excluded)."""
+    """Column nodes in ``node`` that refer to table columns (lambda variables and a subquery's own
+    columns excluded)."""
     lambda_vars = _lambda_variables(node)
     out = []
     for col in node.find_all(exp.Column):
         if len(col.parts) == 1 and col.name.lower() in lambda_vars:
+            continue
+        if _own_column(col, node):
             continue
         out.append(col)
     return out
@@ -111,13 +145,16 @@ def _outermost_dot(col: exp.Column) -> exp.Expression:
 
 
 def rewrite_columns(node: exp.Expression, resolve: Callable[[list[str]], exp.Expression]) -> exp.Expression:
-    """Copy ``node`` with each column reference replaced by ``resolve(parts)``."""
+    """Copy ``node`` with each column reference replaced by ``resolve(parts)`` (a subquery's own
+    columns are left for Spark to resolve in the subquery)."""
     tree = node.copy()
     _name_struct_fields(tree)
     lambda_vars = _lambda_variables(tree)
     targets = []
     for col in list(tree.find_all(exp.Column)):
         if len(col.parts) == 1 and col.name.lower() in lambda_vars:
+            continue
+        if _own_column(col, tree):
             continue
         targets.append(_outermost_dot(col))
     for ref in targets:
@@ -159,14 +196,28 @@ def is_deterministic(node: exp.Expression) -> bool:
     return not (function_names(node) & NON_DETERMINISTIC)
 
 
+def _in_own_query(found: exp.Expr, root: exp.Expr, *also: type[exp.Expr]) -> bool:
+    # Whether ``found`` sits in a subquery of ``root`` (or under one of ``also``): a subquery's
+    # aggregates and windows belong to its own plan, not to the expression (as in Catalyst).
+    parent = found.parent
+    while parent is not None and found is not root:
+        if isinstance(parent, (exp.Select, exp.Subquery, *also)):
+            return True
+        if parent is root:
+            break
+        parent = parent.parent
+    return False
+
+
 def has_aggregate(node: exp.Expression) -> bool:
-    """True when the expression contains an aggregate function (outside a window)."""
-    return any(agg.find_ancestor(exp.Window) is None for agg in node.find_all(exp.AggFunc))
+    """True when the expression contains an aggregate function (outside a window and outside a
+    subquery)."""
+    return any(not _in_own_query(agg, node, exp.Window) for agg in node.find_all(exp.AggFunc))
 
 
 def has_window(node: exp.Expression) -> bool:
-    """True when the expression contains a window function."""
-    return node.find(exp.Window) is not None
+    """True when the expression contains a window function (outside a subquery)."""
+    return any(not _in_own_query(w, node) for w in node.find_all(exp.Window))
 
 
 def has_subquery(node: exp.Expression) -> bool:

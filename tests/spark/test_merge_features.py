@@ -52,6 +52,17 @@ def test_multiple_match_error_names_offending_rows(spark, table):
             "DELTA_AGGREGATION_NOT_SUPPORTED",
         ),
         ("t.key = s.key", lambda b: b.whenMatchedDelete("s.key IN (SELECT 1)"), "DELTA_UNSUPPORTED_SUBQUERY"),
+        # A subquery's aggregate or window belongs to the subquery's plan: the error is the subquery.
+        (
+            "t.key = s.key",
+            lambda b: b.whenMatchedDelete("s.key > (SELECT max(1))"),
+            "DELTA_UNSUPPORTED_SUBQUERY",
+        ),
+        (
+            "t.key = s.key",
+            lambda b: b.whenNotMatchedInsertAll("s.key IN (SELECT row_number() OVER (ORDER BY 1))"),
+            "DELTA_UNSUPPORTED_SUBQUERY",
+        ),
         # The subquery is resolved on its own (as Spark does before Delta sees it): an alias is no table.
         (
             "t.key = s.key",
@@ -294,3 +305,50 @@ def test_wide_merge_runs_without_constraint_propagation(spark, tmp_path, monkeyp
     spark_conf({key: "true"})  # the user's choice wins
     upsert()
     assert seen[2:] == ["true"]
+
+
+@pytest.mark.parametrize("change_feed", [False, True])
+def test_scalar_subqueries_in_values(spark, tmp_path, change_feed):
+    """A subquery in an UPDATE SET or INSERT value is evaluated by Spark (conditions reject them, as
+    Delta does): its own columns resolve inside it (``value`` below is the view's column, although
+    target and source have one too), a column qualified by the target or source alias is a
+    correlated reference. DML UPDATE takes them too."""
+    path = str(tmp_path / "t")
+    # With the change feed on, the values also feed the change rows (an explode Spark refuses
+    # subqueries in): they are projected below it.
+    conf = (
+        {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"} if change_feed else {}
+    )
+    deltamerge.write(
+        spark.createDataFrame([(1, 10), (2, 20), (3, 30)], "key int, value int"), path, configuration=conf
+    )
+    spark.createDataFrame([(5,), (7,)], "value int").createOrReplaceTempView("sq_other")
+    spark.createDataFrame([(2, 0), (3, 0), (4, 0)], "key int, value int").createOrReplaceTempView("sq_src")
+    deltamerge.sql(
+        spark,
+        f"MERGE INTO delta.`{path}` t USING sq_src s ON t.key = s.key "
+        "WHEN MATCHED AND t.key = 2 THEN UPDATE SET value = (SELECT max(value) FROM sq_other) "
+        "WHEN MATCHED THEN UPDATE SET value = (SELECT count(*) FROM sq_other o WHERE o.value < t.value / 5) "
+        "WHEN NOT MATCHED THEN INSERT (key, value) VALUES (s.key, s.key + (SELECT min(value) FROM sq_other))",
+    )
+    assert _rows(DeltaTable.forPath(spark, path)) == [(1, 10), (2, 7), (3, 1), (4, 9)]
+    table = DeltaTable.forPath(spark, path)
+    table.alias("t").merge(spark.table("sq_src").alias("s"), "t.key = s.key").whenMatchedUpdate(
+        set={"value": "t.value * 100 + (SELECT sum(value) FROM sq_other)"}
+    ).execute()
+    assert _rows(table) == [(1, 10), (2, 712), (3, 112), (4, 912)]
+    deltamerge.sql(
+        spark, f"UPDATE delta.`{path}` SET value = (SELECT max(value) FROM sq_other) WHERE key = 1"
+    )
+    assert _rows(table) == [(1, 7), (2, 712), (3, 112), (4, 912)]
+    if change_feed:
+        changes = deltamerge.read_changes(spark, path, starting_version=1).where(
+            "_change_type != 'update_preimage'"
+        )
+        assert sorted((r.key, r.value, r._change_type) for r in changes.collect()) == [
+            (1, 7, "update_postimage"), (2, 7, "update_postimage"), (2, 712, "update_postimage"),
+            (3, 1, "update_postimage"), (3, 112, "update_postimage"), (4, 9, "insert"),
+            (4, 912, "update_postimage"),
+        ]  # fmt: skip
+    spark.catalog.dropTempView("sq_other")
+    spark.catalog.dropTempView("sq_src")

@@ -57,16 +57,14 @@ def explode_changes(
     """
     names = [f.name for f in rm.final_schema.fields]
     new = [c.alias(f"v{j}") for j, c in enumerate(output_columns(rm, has_target=True, copies=copies))]
+    # The new values are projected below the explode, once: a new row's identity value must be the
+    # same in its data row and its change row, and Spark refuses a (correlated) scalar subquery from
+    # an UPDATE SET value inside the generator.
+    joined_with_action = joined_with_action.select("*", *[c.alias(f"__dm_new{j}") for j, c in enumerate(new)])
+    new = [F.col(f"__dm_new{j}").alias(f"v{j}") for j in range(len(new))]
     idents = identity_columns(identity) if identity is not None else []
     if idents:
-        # A new row's identity value is generated once, below the explode: its data row and its
-        # change row must carry the same value.
-        pre = [new[j].alias(f"__dm_new{j}") for j, _ in idents]
-        joined_with_action = fill_named(
-            joined_with_action.select("*", *pre), {f"__dm_new{j}": ident for j, ident in idents}
-        )
-        for j, _ in idents:
-            new[j] = F.col(f"__dm_new{j}").alias(f"v{j}")
+        joined_with_action = fill_named(joined_with_action, {f"__dm_new{j}": ident for j, ident in idents})
     old = [c.alias(f"v{j}") for j, c in enumerate(_old_values(rm))]
     action = F.col(ACTION)
     updates = [c.index for c in rm.clauses if c.action is ActionType.UPDATE]
@@ -88,9 +86,9 @@ def explode_changes(
         entry(is_delete, "delete", old),
     )
     keys = [F.col(FILE_COL), F.col(ROW_INDEX_COL)] if dedupe_deletes else []
-    exploded = joined_with_action.select(
-        *keys, F.explode(F.filter(entries, lambda e: e.isNotNull())).alias("e")
-    )
+    # Explode, then drop the empty entries: filtering the array instead would put the values in a
+    # higher-order function, where Spark refuses a scalar subquery (one in an UPDATE SET value).
+    exploded = joined_with_action.select(*keys, F.explode(entries).alias("e")).where(F.col("e").isNotNull())
     out = exploded.select(
         *keys, F.col("e.k").alias(_KIND), *[F.col(f"e.v{j}").alias(n) for j, n in enumerate(names)]
     )
