@@ -9,7 +9,7 @@ from deltamerge import catalog
 
 __all__ = ["IDENT", "QUALIFIED", "lookup_table", "name_parts", "unquote"]
 
-IDENT = r"[A-Za-z_]\w*|`(?:[^`]|``)+`"
+IDENT = r"\d*[A-Za-z_]\w*|`(?:[^`]|``)+`"
 """One name: a plain identifier or a backtick-quoted one (a doubled backtick is a literal one)."""
 
 QUALIFIED = rf"(?:{IDENT})(?:\s*\.\s*(?:{IDENT}))*"

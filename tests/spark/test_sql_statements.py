@@ -256,3 +256,26 @@ def test_char_and_varchar_columns(spark, tmp_path):
     }
     rows = sorted((r["id"], r["v"]) for r in RsTable(path).to_pyarrow_table().to_pylist())
     assert rows == [(1, "abc"), (2, "de  ")]
+
+
+def test_names_starting_with_a_digit(spark, tmp_path):
+    """Spark's unquoted names may start with a digit (``1tbl``, ``2col``): ALTER TABLE and DESCRIBE
+    HISTORY must find the table (they took ``1tbl`` for ``tbl``) and columns may be named so."""
+    path = str(tmp_path / "digits")
+    try:
+        _sql(spark, f"CREATE TABLE 1tbl (id INT, v STRING) USING delta LOCATION '{path}'")
+        _sql(spark, "INSERT INTO 1tbl VALUES (1, 'a')")
+        _sql(spark, "ALTER TABLE 1tbl ADD COLUMNS (2col INT)")
+        _sql(spark, "ALTER TABLE 1tbl SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+        _sql(spark, "ALTER TABLE 1tbl RENAME COLUMN v TO 3v")
+        _sql(
+            spark,
+            "MERGE INTO 1tbl t USING (SELECT 1 id, 7 c) s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET 2col = s.c",
+        )
+        assert deltamerge.read(spark, path).columns == ["id", "3v", "2col"]
+        assert _rows(spark, "SELECT * FROM 1tbl") == [(1, "a", 7)]
+        history = _sql(spark, "DESCRIBE HISTORY 1tbl").collect()
+        assert [r["operation"] for r in history][:3] == ["MERGE", "RENAME COLUMN", "SET TBLPROPERTIES"]
+    finally:
+        deltamerge.unregister_table(spark, "1tbl")

@@ -33,6 +33,14 @@ def test_name_parts_keep_dots_inside_backticks() -> None:
     assert re.fullmatch(QUALIFIED, "a..b") is None
 
 
+def test_name_parts_starting_with_a_digit() -> None:
+    # Spark's unquoted identifiers may start with digits (not be all digits): `db.1tbl` is a name.
+    assert name_parts("db.1tbl") == ["db", "1tbl"]
+    assert name_parts("2024_sales.t_1") == ["2024_sales", "t_1"]
+    assert re.fullmatch(QUALIFIED, "db.1tbl")
+    assert re.fullmatch(QUALIFIED, "db.12") is None
+
+
 def test_lookup_table_drops_the_session_catalog_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(catalog._NAMES, "target", "/tables/target")
     assert lookup_table(["spark_catalog", "default", "Target"]) == ("/tables/target", "Target")
