@@ -21,6 +21,7 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.predicates import DIALECT, column_parts, to_sql
+from deltamerge.sql_tables import delta_table_views
 
 _EVOLUTION = re.compile(r"\bMERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO\b", re.IGNORECASE)
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+", re.IGNORECASE)
@@ -140,6 +141,11 @@ def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str
             f"{to_sql(table)[:200] if table is not None else 'nothing'}."
         )
     alias = table.alias or None
+    if table.args.get("version") is not None:  # Spark's MERGE grammar has no time travel on the target
+        raise ParseError(
+            "MERGE INTO cannot write to a table version: remove "
+            f"{to_sql(table.args['version'])} from the target."
+        )
     if (
         table.args.get("db") is not None
         and table.args["db"].name.lower() == "delta"
@@ -174,17 +180,43 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
     alias = using.alias or None
     if isinstance(using, exp.Table):
         db = using.args.get("db")
-        if db is not None and db.name.lower() == "delta":
+        if db is not None and db.name.lower() == "delta" and using.args.get("catalog") is None:
             from deltamerge.io import read
 
-            return read(spark, using.name), alias
+            version, timestamp = _time_travel(using)
+            return read(spark, using.name, version=version, timestamp=timestamp), alias
         bare = using.copy()
         bare.set("alias", None)
-        if prefix:
-            return spark.sql(f"{prefix}SELECT * FROM {bare.sql(dialect=DIALECT)}"), alias or using.name
+        if prefix or bare.args.get("version") is not None:
+            return _query(spark, f"{prefix}SELECT * FROM {bare.sql(dialect=DIALECT)}"), alias or using.name
         return spark.table(bare.sql(dialect=DIALECT)), alias or using.name
     query = using.this if isinstance(using, exp.Subquery) else using
-    return spark.sql(prefix + query.sql(dialect=DIALECT)), alias
+    return _query(spark, prefix + query.sql(dialect=DIALECT)), alias
+
+
+def _query(spark: SparkSession, text: str) -> DataFrame:
+    # A query may read delta.`<path>` tables, which Spark cannot resolve without Delta's jars.
+    with delta_table_views(spark, text) as rewritten:
+        return spark.sql(rewritten)
+
+
+def _time_travel(table: exp.Table) -> tuple[int | None, str | None]:
+    """(version, timestamp) of ``delta.`<path>` VERSION|TIMESTAMP AS OF <literal>``."""
+    travel = table.args.get("version")
+    if travel is None:
+        return None, None
+    value = travel.expression
+    kind = travel.name.upper()
+    if not isinstance(value, exp.Literal):
+        raise ParseError(
+            f"{kind} AS OF on delta.`{table.name}` needs a literal (a version number or a timestamp "
+            f"string), found {to_sql(value)}."
+        )
+    if kind == "VERSION":
+        if value.is_string or not re.fullmatch(r"[-+]?\d+", value.name):
+            raise ParseError(f"VERSION AS OF expects a version number, got {to_sql(value)}.")
+        return int(value.name), None
+    return None, value.name
 
 
 def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:

@@ -279,3 +279,50 @@ def test_names_starting_with_a_digit(spark, tmp_path):
         assert [r["operation"] for r in history][:3] == ["MERGE", "RENAME COLUMN", "SET TBLPROPERTIES"]
     finally:
         deltamerge.unregister_table(spark, "1tbl")
+
+
+def test_delta_path_tables_inside_queries_and_time_travel(spark, tmp_path):
+    """delta.`<path>` [VERSION|TIMESTAMP AS OF x] wherever a query reads a table: a MERGE source
+    (direct, in a subquery, in a CTE), INSERT ... SELECT and a plain SELECT (Spark cannot resolve
+    them without Delta's jars). Time travel on the source reads that snapshot (it was ignored); on
+    the target it is a syntax error, as in Spark's grammar."""
+    src, tgt = str(tmp_path / "src"), str(tmp_path / "tgt")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id int, v string"), src)
+    deltamerge.write(spark.createDataFrame([(1, "b"), (2, "c")], "id int, v string"), src, mode="overwrite")
+    first = DeltaTable.forPath(spark, src).history().where("version = 0").collect()[0]["timestamp"]
+
+    def reset():
+        deltamerge.write(
+            spark.createDataFrame([(1, "x"), (5, "y")], "id int, v string"), tgt, mode="overwrite"
+        )
+
+    upsert = "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    for source, expected in [
+        (f"delta.`{src}` VERSION AS OF 0 s", [(1, "a"), (5, "y")]),
+        (f"delta.`{src}` TIMESTAMP AS OF '{first.isoformat(sep=' ')}' AS s", [(1, "a"), (5, "y")]),
+        (f"delta.`{src}` s", [(1, "b"), (2, "c"), (5, "y")]),
+        (f"(SELECT * FROM delta.`{src}` VERSION AS OF 0 WHERE id > 0) s", [(1, "a"), (5, "y")]),
+        (f"(SELECT * FROM delta.`{src}` WHERE v <> 'delta.`/nope`') s", [(1, "b"), (2, "c"), (5, "y")]),
+    ]:
+        reset()
+        _sql(spark, f"MERGE INTO delta.`{tgt}` t USING {source} {upsert}")
+        assert sorted(tuple(r) for r in deltamerge.read(spark, tgt).collect()) == expected, source
+    reset()
+    _sql(
+        spark,
+        f"WITH c AS (SELECT * FROM delta.`{src}` VERSION AS OF 0) "
+        f"MERGE INTO delta.`{tgt}` t USING c s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 'cte'",
+    )
+    assert sorted(tuple(r) for r in deltamerge.read(spark, tgt).collect()) == [(1, "cte"), (5, "y")]
+    _sql(spark, f"INSERT INTO delta.`{tgt}` SELECT id + 10, v FROM delta.`{src}` VERSION AS OF 0")
+    got = _sql(spark, f"SELECT * FROM delta.`{src}` VERSION AS OF 0 UNION ALL SELECT * FROM delta.`{tgt}`")
+    assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (1, "cte"), (5, "y"), (11, "a")]
+    assert not [v for v in spark.catalog.listTables() if v.name.startswith("__dm_delta_")]
+    version = DeltaTable.forPath(spark, tgt).version()
+    with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR"):
+        _sql(spark, f"MERGE INTO delta.`{tgt}` VERSION AS OF 0 t USING delta.`{src}` s {upsert}")
+    with pytest.raises(DeltaMergeError, match="DELTA_VERSION_NOT_FOUND"):
+        _sql(spark, f"MERGE INTO delta.`{tgt}` t USING delta.`{src}` VERSION AS OF 7 s {upsert}")
+    with pytest.raises(DeltaMergeError, match="DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION"):
+        _sql(spark, f"SELECT * FROM delta.`{src}` TIMESTAMP AS OF '2000-01-01'")
+    assert DeltaTable.forPath(spark, tgt).version() == version
