@@ -58,8 +58,30 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'deltamerge' has no attribute {name!r}")
 
 
-def sql(spark: Any, text: str) -> Any:
-    """Run a SQL statement: MERGE INTO on Delta tables here, anything else through ``spark.sql``."""
+def sql(spark: Any, text: str, args: Any = None, **kwargs: Any) -> Any:
+    """Run a SQL statement: MERGE INTO on Delta tables here, anything else through ``spark.sql``.
+
+    ``args`` and ``kwargs`` work as in ``spark.sql``: ``args`` binds parameter markers (``:name``
+    with a dict, ``?`` with a list) to literals; ``kwargs`` fills ``{name}`` fields, a DataFrame by
+    a temporary view (dropped after the statement on a classic session; kept on Spark Connect, where
+    the returned DataFrame is analysed lazily).
+    """
     from deltamerge.sql_frontend import run_sql
 
-    return run_sql(spark, text)
+    formatter = None
+    if kwargs:
+        from deltamerge.sql_params import TextFormatter
+
+        formatter = TextFormatter(spark)
+        text = formatter.format(text, **kwargs)
+    try:
+        if args:
+            from deltamerge.sql_params import bind_parameters
+
+            text = bind_parameters(text, args)
+        return run_sql(spark, text)
+    finally:
+        from deltamerge.spark.session import is_connect
+
+        if formatter is not None and not is_connect(spark):
+            formatter.drop_views()

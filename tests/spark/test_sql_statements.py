@@ -14,8 +14,8 @@ from deltamerge.io import snapshot_for
 pytestmark = pytest.mark.spark
 
 
-def _sql(spark, text):
-    return deltamerge.sql(spark, text)
+def _sql(spark, text, args=None, **kwargs):
+    return deltamerge.sql(spark, text, args, **kwargs)
 
 
 @pytest.fixture
@@ -317,7 +317,7 @@ def test_delta_path_tables_inside_queries_and_time_travel(spark, tmp_path):
     _sql(spark, f"INSERT INTO delta.`{tgt}` SELECT id + 10, v FROM delta.`{src}` VERSION AS OF 0")
     got = _sql(spark, f"SELECT * FROM delta.`{src}` VERSION AS OF 0 UNION ALL SELECT * FROM delta.`{tgt}`")
     assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (1, "cte"), (5, "y"), (11, "a")]
-    assert not [v for v in spark.catalog.listTables() if v.name.startswith("__dm_delta_")]
+    assert not [r for r in spark.sql("SHOW TABLES").collect() if r.tableName.startswith("__dm_delta_")]
     version = DeltaTable.forPath(spark, tgt).version()
     with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR"):
         _sql(spark, f"MERGE INTO delta.`{tgt}` VERSION AS OF 0 t USING delta.`{src}` s {upsert}")
@@ -326,3 +326,43 @@ def test_delta_path_tables_inside_queries_and_time_travel(spark, tmp_path):
     with pytest.raises(DeltaMergeError, match="DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION"):
         _sql(spark, f"SELECT * FROM delta.`{src}` TIMESTAMP AS OF '2000-01-01'")
     assert DeltaTable.forPath(spark, tgt).version() == version
+
+
+def test_sql_args_and_format_fields(spark, tmp_path):
+    """deltamerge.sql takes spark.sql's ``args`` (named and positional parameter markers) and
+    ``kwargs`` (``{df}`` fields: a DataFrame source of a MERGE), for MERGE, UPDATE and SELECT."""
+    path = str(tmp_path / "params")
+    deltamerge.write(
+        spark.createDataFrame([(1, "x", 1.0), (5, "y", 2.0)], "id int, v string, d double"), path
+    )
+    src = spark.createDataFrame([(1, "A"), (2, "B")], "id int, v string")
+    views = {r.tableName for r in spark.sql("SHOW TABLES").collect()}
+    result = _sql(
+        spark,
+        "MERGE INTO delta.`" + path + "` t USING {src} s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = concat(s.v, {suffix}) "
+        "WHEN NOT MATCHED THEN INSERT (id, v, d) VALUES (s.id, s.v, 0)",
+        src=src,
+        suffix="'!",
+    )
+    assert [tuple(r) for r in result.collect()] == [(2, 1, 0, 1)]
+    assert {r.tableName for r in spark.sql("SHOW TABLES").collect()} == views  # the source's view is gone
+    _sql(
+        spark,
+        f"UPDATE delta.`{path}` SET d = d * :f, v = :v WHERE id = :id AND v <> ':id'",
+        {"f": 1.5, "v": "it's", "id": 1},
+    )
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [
+        (1, "it's", 1.5),
+        (2, "B", 0.0),
+        (5, "y", 2.0),
+    ]
+    _sql(
+        spark,
+        f"MERGE INTO delta.`{path}` t USING (SELECT ? AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        [5],
+    )
+    got = _sql(spark, f"SELECT id, d::int AS di, ? AS q FROM delta.`{path}` WHERE id > ?", ["p", 0])
+    assert sorted(tuple(r) for r in got.collect()) == [(1, 1, "p"), (2, 0, "p")]
+    with pytest.raises(DeltaMergeError, match="UNBOUND_SQL_PARAMETER"):
+        _sql(spark, f"DELETE FROM delta.`{path}` WHERE id = :missing", {"other": 1})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import decimal
+import math
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -58,7 +59,9 @@ def _literal_sql(value: Any) -> str:
         return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, (int, float, decimal.Decimal)):
+    if isinstance(value, float):  # a DOUBLE, as lit(1.5) is (plain 1.5 would parse as a DECIMAL)
+        return f"{value!r}D" if math.isfinite(value) else f"CAST('{value!r}' AS DOUBLE)"
+    if isinstance(value, (int, decimal.Decimal)):
         return repr(value) if not isinstance(value, decimal.Decimal) else f"{value}BD"
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None:  # an instant: exact whatever the session time zone
@@ -69,6 +72,11 @@ def _literal_sql(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return f"X'{bytes(value).hex()}'"
     return sql_string(str(value))
+
+
+def sql_literal(value: Any) -> str:
+    """A Python value (None, bool, number, string, bytes, date, datetime) as a Spark SQL literal."""
+    return _literal_sql(value)
 
 
 def _timestamp_micros(value: _dt.datetime) -> str:

@@ -1,0 +1,114 @@
+"""``spark.sql``'s two ways of putting values into statement text, for ``deltamerge.sql``.
+
+* ``args``: parameter markers, named (``:name`` with a dict) or positional (``?`` with a list),
+  bound to SQL literals as Spark binds them (markers in string literals, comments and backticks are
+  text, not markers).
+* ``kwargs``: Python's ``str.format`` fields; a DataFrame becomes a temporary view's name, a string a
+  SQL string literal, a Column its SQL text, anything else ``str(value)`` (PySpark's formatter).
+
+deltamerge parses MERGE and the Delta statements itself, so the values are put into the text before
+parsing; a statement deltamerge hands to Spark gets the same text.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+
+from deltamerge.errors import AnalysisError
+from deltamerge.spark.columns import column_to_sql, sql_literal
+
+__all__ = ["TextFormatter", "bind_parameters"]
+
+# What is text, not SQL: string literals, backtick identifiers, comments.
+_OPAQUE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/", re.DOTALL)
+# ``:name`` not after a word, ``:`` or closing bracket (``a::int`` casts, ``raw:field`` paths).
+_NAMED = re.compile(r"(?<![\w:)\]])\:([A-Za-z_]\w*)")
+_POSITIONAL = re.compile(r"\?")
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, Column):
+        return column_to_sql(value)
+    return sql_literal(value)
+
+
+def bind_parameters(text: str, args: Mapping[str, Any] | Sequence[Any]) -> str:
+    """``text`` with its parameter markers replaced by literals of ``args`` (Spark's
+    ``UNBOUND_SQL_PARAMETER`` for a marker without a value)."""
+    named = isinstance(args, Mapping)
+    marker = _NAMED if named else _POSITIONAL
+    values = list(args) if not named else []
+    out: list[str] = []
+    pos = 0
+    used = 0
+
+    def bind(segment: str) -> str:
+        nonlocal used
+
+        def one(m: re.Match[str]) -> str:
+            nonlocal used
+            if named:
+                name = m.group(1)
+                if name not in args:  # type: ignore[operator]
+                    raise _unbound(name)
+                return _literal(args[name])  # type: ignore[index]
+            if used >= len(values):
+                raise _unbound(f"_{used}")
+            used += 1
+            return _literal(values[used - 1])
+
+        return marker.sub(one, segment)
+
+    for m in _OPAQUE.finditer(text):
+        out.append(bind(text[pos : m.start()]) + m.group(0))
+        pos = m.end()
+    out.append(bind(text[pos:]))
+    return "".join(out)
+
+
+def _unbound(name: str) -> AnalysisError:
+    return AnalysisError(
+        f"Found the unbound parameter: {name}. Please, fix `args` and provide a mapping of the "
+        "parameter to either a SQL literal or collection constructor functions such as `map()`, "
+        "`array()`, `struct()`.",
+        error_class="UNBOUND_SQL_PARAMETER",
+        sql_state="42P02",
+    )
+
+
+class TextFormatter(string.Formatter):
+    """PySpark's ``spark.sql(text, **kwargs)`` formatting; ``drop_views()`` after the statement."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._views: list[tuple[DataFrame, str]] = []
+
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        obj, first = super().get_field(field_name, args, kwargs)
+        return self._convert(obj), first
+
+    def _convert(self, value: Any) -> Any:
+        if isinstance(value, DataFrame):
+            for df, name in self._views:
+                if df is value:
+                    return name
+            name = f"_dm_fmt_{uuid.uuid4().hex}"
+            value.createOrReplaceTempView(name)
+            self._views.append((value, name))
+            return name
+        if isinstance(value, str):
+            return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        if isinstance(value, Column):
+            return column_to_sql(value)
+        return value
+
+    def drop_views(self) -> None:
+        for _, name in self._views:
+            self._spark.catalog.dropTempView(name)
+        self._views = []
