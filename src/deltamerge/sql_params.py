@@ -21,15 +21,17 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from deltamerge.errors import AnalysisError
+from deltamerge.identifiers import unquote
 from deltamerge.spark.columns import column_to_sql, sql_literal
 
-__all__ = ["TextFormatter", "bind_parameters"]
+__all__ = ["TextFormatter", "bind_parameters", "inline_identifiers"]
 
 # What is text, not SQL: string literals, backtick identifiers, comments.
 _OPAQUE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/", re.DOTALL)
 # ``:name`` not after a word, ``:`` or closing bracket (``a::int`` casts, ``raw:field`` paths).
 _NAMED = re.compile(r"(?<![\w:)\]])\:([A-Za-z_]\w*)")
 _POSITIONAL = re.compile(r"\?")
+_IDENTIFIER = re.compile(r"\bIDENTIFIER\s*\(\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*\)", re.IGNORECASE)
 
 
 def _literal(value: Any) -> str:
@@ -70,6 +72,21 @@ def bind_parameters(text: str, args: Mapping[str, Any] | Sequence[Any]) -> str:
         pos = m.end()
     out.append(bind(text[pos:]))
     return "".join(out)
+
+
+def inline_identifiers(text: str) -> str:
+    """``IDENTIFIER('db.tbl')`` (Spark's identifier clause, e.g. after binding ``IDENTIFIER(:t)``)
+    replaced by the name it holds, so deltamerge's statement parsing sees the table."""
+    if "identifier" not in text.lower():
+        return text
+    opaque = [(m.start(), m.end()) for m in _OPAQUE.finditer(text)]
+
+    def one(m: re.Match[str]) -> str:
+        if any(a <= m.start() < b for a, b in opaque):
+            return m.group(0)
+        return unquote(m.group(1))
+
+    return _IDENTIFIER.sub(one, text)
 
 
 def _unbound(name: str) -> AnalysisError:

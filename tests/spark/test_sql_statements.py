@@ -364,5 +364,8 @@ def test_sql_args_and_format_fields(spark, tmp_path):
     )
     got = _sql(spark, f"SELECT id, d::int AS di, ? AS q FROM delta.`{path}` WHERE id > ?", ["p", 0])
     assert sorted(tuple(r) for r in got.collect()) == [(1, 1, "p"), (2, 0, "p")]
+    # IDENTIFIER(:name): the identifier clause with a bound name.
+    _sql(spark, "DELETE FROM IDENTIFIER(:t) WHERE id = :id", {"t": f"delta.`{path}`", "id": 2})
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "it's", 1.5)]
     with pytest.raises(DeltaMergeError, match="UNBOUND_SQL_PARAMETER"):
         _sql(spark, f"DELETE FROM delta.`{path}` WHERE id = :missing", {"other": 1})

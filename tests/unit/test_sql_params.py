@@ -8,7 +8,7 @@ import decimal
 import pytest
 
 from deltamerge.errors import AnalysisError
-from deltamerge.sql_params import bind_parameters
+from deltamerge.sql_params import bind_parameters, inline_identifiers
 
 
 def test_named_markers_become_literals_outside_strings_comments_and_identifiers() -> None:
@@ -42,3 +42,14 @@ def test_positional_markers_in_order_and_unbound_markers() -> None:
         bind_parameters("SELECT :missing", {"other": 1})
     with pytest.raises(AnalysisError, match="UNBOUND_SQL_PARAMETER"):
         bind_parameters("SELECT ?, ?", [1])
+
+
+def test_identifier_clauses_become_names() -> None:
+    text = (
+        "MERGE INTO IDENTIFIER('delta.`/p q`') t USING identifier( \"src\" ) s "
+        "ON 'IDENTIFIER(\\'x\\')' -- IDENTIFIER('y')"
+    )
+    assert (
+        inline_identifiers(text)
+        == "MERGE INTO delta.`/p q` t USING src s ON 'IDENTIFIER(\\'x\\')' -- IDENTIFIER('y')"
+    )
