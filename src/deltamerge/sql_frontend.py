@@ -21,7 +21,7 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.predicates import DIALECT, column_parts, to_sql
-from deltamerge.sql_params import inline_identifiers
+from deltamerge.sql_params import inline_identifiers, normalize_time_travel
 from deltamerge.sql_tables import delta_table_views
 
 _EVOLUTION = re.compile(r"\bMERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO\b", re.IGNORECASE)
@@ -268,7 +268,7 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
 
 def run_sql(spark: SparkSession, text: str) -> DataFrame:
     """Run one statement: deltamerge handles MERGE (and EXPLAIN MERGE); Spark runs everything else."""
-    text = inline_identifiers(text)
+    text = normalize_time_travel(inline_identifiers(text))
     explain = bool(_EXPLAIN.match(text))
     body = _EXPLAIN.sub("", text, count=1) if explain else text
     parsed = parse_merge(spark, body)

@@ -24,7 +24,7 @@ from deltamerge.errors import AnalysisError
 from deltamerge.identifiers import unquote
 from deltamerge.spark.columns import column_to_sql, sql_literal
 
-__all__ = ["TextFormatter", "bind_parameters", "inline_identifiers"]
+__all__ = ["TextFormatter", "bind_parameters", "inline_identifiers", "normalize_time_travel"]
 
 # What is text, not SQL: string literals, backtick identifiers, comments.
 _OPAQUE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -87,6 +87,24 @@ def inline_identifiers(text: str) -> str:
         return unquote(m.group(1))
 
     return _IDENTIFIER.sub(one, text)
+
+
+_SYSTEM_TRAVEL = re.compile(r"\b(?:FOR\s+)?SYSTEM_(VERSION|TIME)(\s+AS\s+OF\b)", re.IGNORECASE)
+
+
+def normalize_time_travel(text: str) -> str:
+    """Spark's synonyms ``[FOR] SYSTEM_VERSION AS OF`` / ``[FOR] SYSTEM_TIME AS OF`` written as
+    ``VERSION AS OF`` / ``TIMESTAMP AS OF``, which the statement parser (SQLGlot) reads."""
+    if "system_" not in text.lower():
+        return text
+    opaque = [(m.start(), m.end()) for m in _OPAQUE.finditer(text)]
+
+    def one(m: re.Match[str]) -> str:
+        if any(a <= m.start() < b for a, b in opaque):
+            return m.group(0)
+        return ("VERSION" if m.group(1).upper() == "VERSION" else "TIMESTAMP") + m.group(2)
+
+    return _SYSTEM_TRAVEL.sub(one, text)
 
 
 def _unbound(name: str) -> AnalysisError:

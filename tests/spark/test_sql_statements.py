@@ -314,7 +314,7 @@ def test_delta_path_tables_inside_queries_and_time_travel(spark, tmp_path):
         f"MERGE INTO delta.`{tgt}` t USING c s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 'cte'",
     )
     assert sorted(tuple(r) for r in deltamerge.read(spark, tgt).collect()) == [(1, "cte"), (5, "y")]
-    _sql(spark, f"INSERT INTO delta.`{tgt}` SELECT id + 10, v FROM delta.`{src}` VERSION AS OF 0")
+    _sql(spark, f"INSERT INTO delta.`{tgt}` SELECT id + 10, v FROM delta.`{src}` FOR SYSTEM_VERSION AS OF 0")
     got = _sql(spark, f"SELECT * FROM delta.`{src}` VERSION AS OF 0 UNION ALL SELECT * FROM delta.`{tgt}`")
     assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (1, "cte"), (5, "y"), (11, "a")]
     assert not [r for r in spark.sql("SHOW TABLES").collect() if r.tableName.startswith("__dm_delta_")]

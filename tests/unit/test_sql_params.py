@@ -8,7 +8,7 @@ import decimal
 import pytest
 
 from deltamerge.errors import AnalysisError
-from deltamerge.sql_params import bind_parameters, inline_identifiers
+from deltamerge.sql_params import bind_parameters, inline_identifiers, normalize_time_travel
 
 
 def test_named_markers_become_literals_outside_strings_comments_and_identifiers() -> None:
@@ -53,3 +53,9 @@ def test_identifier_clauses_become_names() -> None:
         inline_identifiers(text)
         == "MERGE INTO delta.`/p q` t USING src s ON 'IDENTIFIER(\\'x\\')' -- IDENTIFIER('y')"
     )
+
+
+def test_system_time_travel_synonyms() -> None:
+    text = "FROM a FOR SYSTEM_VERSION AS OF 1 JOIN b system_time as of '2024' WHERE c = 'SYSTEM_TIME AS OF'"
+    expected = "FROM a VERSION AS OF 1 JOIN b TIMESTAMP as of '2024' WHERE c = 'SYSTEM_TIME AS OF'"
+    assert normalize_time_travel(text + " -- SYSTEM_TIME AS OF") == expected + " -- SYSTEM_TIME AS OF"
