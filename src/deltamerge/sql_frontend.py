@@ -22,7 +22,7 @@ from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.predicates import DIALECT, column_parts, to_sql
 from deltamerge.sql_params import inline_identifiers, normalize_time_travel
-from deltamerge.sql_tables import delta_table_views
+from deltamerge.sql_tables import sql_with_delta_tables
 
 _EVOLUTION = re.compile(r"\bMERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO\b", re.IGNORECASE)
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+", re.IGNORECASE)
@@ -197,8 +197,7 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
 
 def _query(spark: SparkSession, text: str) -> DataFrame:
     # A query may read delta.`<path>` tables, which Spark cannot resolve without Delta's jars.
-    with delta_table_views(spark, text) as rewritten:
-        return spark.sql(rewritten)
+    return sql_with_delta_tables(spark, text)
 
 
 def _time_travel(table: exp.Table) -> tuple[int | None, str | None]:

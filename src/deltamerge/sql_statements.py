@@ -44,7 +44,7 @@ from deltamerge.identifiers import QUALIFIED, lookup_table
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
-from deltamerge.sql_tables import delta_table_views, has_delta_tables
+from deltamerge.sql_tables import has_delta_tables, sql_with_delta_tables
 from deltamerge.table_properties import check_properties, set_properties, unset_properties
 
 __all__ = ["run_statement"]
@@ -341,8 +341,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     query = statement.expression
     with_ = statement.args.get("with_") or statement.args.get("with")
     prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
-    with delta_table_views(spark, prefix + query.sql(dialect=DIALECT)) as text:
-        data = spark.sql(text)
+    data = sql_with_delta_tables(spark, prefix + query.sql(dialect=DIALECT))
     schema = to_spark_schema(snapshot_for(path).metadata.schema_string)
     fields = {f.name.lower(): f for f in schema.fields}
     if statement.args.get("by_name"):
@@ -447,10 +446,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     else:
         name = ".".join(p.name for p in target.parts)
     query = statement.args.get("expression")
-    data = None
-    if query is not None:
-        with delta_table_views(spark, query.sql(dialect=DIALECT)) as text:
-            data = spark.sql(text)
+    data = sql_with_delta_tables(spark, query.sql(dialect=DIALECT)) if query is not None else None
     if data is not None and schema is not None and schema.fields:
         raise ParseError("CREATE TABLE ... AS SELECT cannot list columns; the query defines them.")
     create_table(
@@ -566,6 +562,5 @@ def run_statement(spark: SparkSession, text: str) -> DataFrame:
     if _TABLE_CHANGES.search(body):
         return _table_changes(spark, body)
     if has_delta_tables(text):  # e.g. SELECT ... FROM delta.`/path` VERSION AS OF 3
-        with delta_table_views(spark, text) as rewritten:
-            return spark.sql(rewritten)
+        return sql_with_delta_tables(spark, text)
     return spark.sql(text)

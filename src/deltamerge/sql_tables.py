@@ -2,23 +2,22 @@
 
 Without Delta's jars Spark cannot read ``delta.`/path```; a MERGE source such as
 ``(SELECT * FROM delta.`/staging` VERSION AS OF 3 WHERE op <> 'D')``, an ``INSERT ... SELECT``
-or a plain ``SELECT`` would fail. Each reference (with its ``VERSION``/``TIMESTAMP AS OF``) becomes
-a temporary view of ``deltamerge.read`` for as long as Spark analyses the statement.
+or a plain ``SELECT`` would fail. Each reference (with its ``VERSION``/``TIMESTAMP AS OF``) is read with
+``deltamerge.read`` and handed to ``spark.sql`` as a DataFrame argument.
 """
 
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge.errors import ParseError
 from deltamerge.identifiers import unquote
 
-__all__ = ["delta_table_views", "has_delta_tables"]
+__all__ = ["has_delta_tables", "sql_with_delta_tables"]
 
 _REFERENCE = re.compile(
     r"(?<![\w.`])delta\s*\.\s*(?P<path>`(?:[^`]|``)+`)"
@@ -42,41 +41,42 @@ def has_delta_tables(text: str) -> bool:
     return next(_references(text), None) is not None
 
 
-@contextmanager
-def delta_table_views(spark: SparkSession, text: str) -> Iterator[str]:
-    """``text`` with each ``delta.`<path>` [VERSION|TIMESTAMP AS OF x]`` replaced by a temporary
-    view of that snapshot; the views are dropped on exit (run ``spark.sql`` inside: it analyses
-    the statement at once, so the DataFrame it returns no longer needs them)."""
+def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
+    """``spark.sql(text)`` with each ``delta.`<path>` [VERSION|TIMESTAMP AS OF x]`` read by deltamerge.
+
+    The snapshots go in as ``spark.sql``'s DataFrame arguments (``{name}`` fields): on a classic
+    session PySpark registers temporary views for the analysis and drops them, on Spark Connect
+    they travel inside the plan, which is analysed later."""
     from deltamerge.io import read
 
-    views: list[str] = []
+    frames: dict[str, Any] = {}
     out: list[str] = []
     pos = 0
-    try:
-        for m in _references(text):
-            kind = (m.group("kind") or "").upper()
-            value = m.group("value")
-            if kind and value is None:
-                raise ParseError(
-                    f"{kind} AS OF on delta.{m.group('path')} needs a literal (a version number or a "
-                    "timestamp string) for deltamerge to read that snapshot."
-                )
-            version = timestamp = None
-            if kind in ("VERSION", "SYSTEM_VERSION"):
-                if not re.fullmatch(r"[-+]?\d+", value or ""):
-                    raise ParseError(f"VERSION AS OF expects a version number, got {value}.")
-                version = int(value or "0")
-            elif kind:
-                timestamp = unquote(value or "")
-            view = f"__dm_delta_{uuid.uuid4().hex}"
-            read(
-                spark, unquote(m.group("path")), version=version, timestamp=timestamp
-            ).createOrReplaceTempView(view)
-            views.append(view)
-            out.append(text[pos : m.start()] + view)
-            pos = m.end()
-        out.append(text[pos:])
-        yield "".join(out)
-    finally:
-        for view in views:
-            spark.catalog.dropTempView(view)
+    for m in _references(text):
+        kind = (m.group("kind") or "").upper()
+        value = m.group("value")
+        if kind and value is None:
+            raise ParseError(
+                f"{kind} AS OF on delta.{m.group('path')} needs a literal (a version number or a "
+                "timestamp string) for deltamerge to read that snapshot."
+            )
+        version = timestamp = None
+        if kind in ("VERSION", "SYSTEM_VERSION"):
+            if not re.fullmatch(r"[-+]?\d+", value or ""):
+                raise ParseError(f"VERSION AS OF expects a version number, got {value}.")
+            version = int(value or "0")
+        elif kind:
+            timestamp = unquote(value or "")
+        name = f"dm_delta_{len(frames)}"
+        frames[name] = read(spark, unquote(m.group("path")), version=version, timestamp=timestamp)
+        out.append(_escape_braces(text[pos : m.start()]) + "{" + name + "}")
+        pos = m.end()
+    if not frames:
+        return spark.sql(text)
+    out.append(_escape_braces(text[pos:]))
+    return spark.sql("".join(out), **frames)
+
+
+def _escape_braces(text: str) -> str:
+    # The text becomes a str.format template: its own braces are literal.
+    return text.replace("{", "{{").replace("}", "}}")

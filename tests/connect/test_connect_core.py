@@ -157,6 +157,30 @@ def test_sql_merge_by_name_and_by_path(connect_spark, path):
         deltamerge.unregister_table(spark, name)
 
 
+def test_sql_delta_paths_in_queries_args_and_kwargs(connect_spark, tmp_path):
+    """On Connect a query's DataFrames are analysed lazily: delta.`<path>` in a MERGE source
+    subquery, ``args`` markers and ``{df}`` fields must still reach the statement's execution."""
+    spark = connect_spark
+    src, tgt = str(tmp_path / "src"), str(tmp_path / "tgt")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id int, v string"), src)
+    deltamerge.write(spark.createDataFrame([(1, "b"), (2, "c")], "id int, v string"), src, mode="overwrite")
+    deltamerge.write(spark.createDataFrame([(1, "x"), (5, "y")], "id int, v string"), tgt)
+    deltamerge.sql(
+        spark,
+        f"MERGE INTO delta.`{tgt}` t USING (SELECT * FROM delta.`{src}` VERSION AS OF 0 WHERE id > :lo) s "
+        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET *",
+        {"lo": 0},
+    )
+    assert _rows(deltamerge.read(spark, tgt)) == [(1, "a"), (5, "y")]
+    extra = spark.createDataFrame([(7, "z")], "id int, v string")
+    merge = "MERGE INTO delta.`" + tgt + "` t USING {extra} s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *"
+    deltamerge.sql(spark, merge, extra=extra)
+    got = deltamerge.sql(
+        spark, f"SELECT * FROM delta.`{tgt}` UNION ALL SELECT * FROM delta.`{src}` VERSION AS OF 0"
+    )
+    assert _rows(got) == [(1, "a"), (1, "a"), (5, "y"), (7, "z")]
+
+
 def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
     spark = connect_spark
     props = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
@@ -247,7 +271,7 @@ def test_format_delta_reads_and_writes(connect_spark, tmp_path):
         after = spark.read.format("delta").load(path).select("id", "p")
         assert _rows(after) == [(2, "y"), (4, "y"), (10, "x")]
         last = DeltaTable.forPath(spark, path).history(1).collect()[0]
-        assert last["operation"] == "WRITE" and last["operationParameters"]["predicate"] == '["p = \'x\'"]'
+        assert last["operation"] == "WRITE" and last["operationParameters"]["predicate"] == "[\"p = 'x'\"]"
 
         with pytest.raises(deltamerge.DeltaMergeError, match="DELTA_REPLACE_WHERE_MISMATCH"):
             new.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'y'").save(path)
