@@ -24,7 +24,6 @@ A table ``t`` is a name registered with ``deltamerge.register_table`` (or create
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -44,7 +43,7 @@ from deltamerge.identifiers import QUALIFIED, lookup_table
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
-from deltamerge.sql_tables import has_delta_tables, sql_with_delta_tables
+from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables
 from deltamerge.table_properties import check_properties, set_properties, unset_properties
 
 __all__ = ["run_statement"]
@@ -466,51 +465,46 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
 def _table_changes(spark: SparkSession, text: str) -> DataFrame:
     from deltamerge.cdf_read import read_changes
 
-    views: list[str] = []
+    # Each table_changes(...) goes to spark.sql as a DataFrame argument (a {field}): on Spark
+    # Connect the query is analysed lazily, after a temporary view dropped here would be gone.
+    frames: dict[str, Any] = {}
     out = []
     pos = 0
-    try:
-        for m in _TABLE_CHANGES.finditer(text):
-            if m.start() < pos:
-                continue
-            args, i = [], m.end()
-            while True:
-                lit = _LITERAL.match(text, i)
-                if lit is None:
-                    raise ParseError(
-                        "table_changes arguments must be literals: table_changes('t', start[, end])."
-                    )
-                args.append(lit.group(1))
-                i = lit.end()
-                if text[i : i + 1] == ",":
-                    i += 1
-                    continue
-                if text[i : i + 1] == ")":
-                    break
+    for m in _TABLE_CHANGES.finditer(text):
+        if m.start() < pos:
+            continue
+        args, i = [], m.end()
+        while True:
+            lit = _LITERAL.match(text, i)
+            if lit is None:
                 raise ParseError(
                     "table_changes arguments must be literals: table_changes('t', start[, end])."
                 )
-            if len(args) not in (2, 3):
-                raise ParseError("table_changes takes a table and a start (and an optional end).")
-            table = _unquote(args[0])
-            path = _unquote(table) if m.group("by_path") else _resolve(table)[0]
-            bounds: dict[str, object] = {}
-            for arg, kind in zip(args[1:], ("starting", "ending"), strict=False):
-                if re.fullmatch(r"[-+]?\d+", arg):
-                    bounds[f"{kind}_version"] = int(arg)
-                else:
-                    bounds[f"{kind}_timestamp"] = _unquote(arg)
-            view = f"__dm_table_changes_{uuid.uuid4().hex}"
-            read_changes(spark, path, **bounds).createOrReplaceTempView(view)  # type: ignore[arg-type]
-            views.append(view)
-            out.append(text[pos : m.start()] + view)
-            pos = i + 1
-        out.append(text[pos:])
-        _refresh_named(spark, "".join(out))
-        return spark.sql("".join(out))  # analysed now: the views can go
-    finally:
-        for view in views:
-            spark.catalog.dropTempView(view)
+            args.append(lit.group(1))
+            i = lit.end()
+            if text[i : i + 1] == ",":
+                i += 1
+                continue
+            if text[i : i + 1] == ")":
+                break
+            raise ParseError("table_changes arguments must be literals: table_changes('t', start[, end]).")
+        if len(args) not in (2, 3):
+            raise ParseError("table_changes takes a table and a start (and an optional end).")
+        table = _unquote(args[0])
+        path = _unquote(table) if m.group("by_path") else _resolve(table)[0]
+        bounds: dict[str, object] = {}
+        for arg, kind in zip(args[1:], ("starting", "ending"), strict=False):
+            if re.fullmatch(r"[-+]?\d+", arg):
+                bounds[f"{kind}_version"] = int(arg)
+            else:
+                bounds[f"{kind}_timestamp"] = _unquote(arg)
+        name = f"dm_table_changes_{len(frames)}"
+        frames[name] = read_changes(spark, path, **bounds)  # type: ignore[arg-type]
+        out.append(escape_braces(text[pos : m.start()]) + "{" + name + "}")
+        pos = i + 1
+    out.append(escape_braces(text[pos:]))
+    _refresh_named(spark, text)
+    return spark.sql("".join(out), **frames)
 
 
 def _refresh_named(spark: SparkSession, text: str) -> None:

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from deltamerge.errors import ParseError
 from deltamerge.identifiers import unquote
 
-__all__ = ["has_delta_tables", "sql_with_delta_tables"]
+__all__ = ["escape_braces", "has_delta_tables", "sql_with_delta_tables"]
 
 _REFERENCE = re.compile(
     r"(?<![\w.`])delta\s*\.\s*(?P<path>`(?:[^`]|``)+`)"
@@ -69,14 +69,14 @@ def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
             timestamp = unquote(value or "")
         name = f"dm_delta_{len(frames)}"
         frames[name] = read(spark, unquote(m.group("path")), version=version, timestamp=timestamp)
-        out.append(_escape_braces(text[pos : m.start()]) + "{" + name + "}")
+        out.append(escape_braces(text[pos : m.start()]) + "{" + name + "}")
         pos = m.end()
     if not frames:
         return spark.sql(text)
-    out.append(_escape_braces(text[pos:]))
+    out.append(escape_braces(text[pos:]))
     return spark.sql("".join(out), **frames)
 
 
-def _escape_braces(text: str) -> str:
-    # The text becomes a str.format template: its own braces are literal.
+def escape_braces(text: str) -> str:
+    """``text`` as literal text of a ``str.format`` template (``spark.sql``'s ``{name}`` fields)."""
     return text.replace("{", "{{").replace("}", "}}")

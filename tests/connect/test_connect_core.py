@@ -179,6 +179,11 @@ def test_sql_delta_paths_in_queries_args_and_kwargs(connect_spark, tmp_path):
         spark, f"SELECT * FROM delta.`{tgt}` UNION ALL SELECT * FROM delta.`{src}` VERSION AS OF 0"
     )
     assert _rows(got) == [(1, "a"), (1, "a"), (5, "y"), (7, "z")]
+    cdf = str(tmp_path / "cdf")
+    deltamerge.write(spark.range(3), cdf, configuration={"delta.enableChangeDataFeed": "true"})
+    query = f"SELECT id, _change_type FROM table_changes_by_path('{cdf}', 0) WHERE id > 0"
+    changes = deltamerge.sql(spark, query)
+    assert _rows(changes) == [(1, "insert"), (2, "insert")]
 
 
 def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
