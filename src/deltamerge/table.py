@@ -107,8 +107,14 @@ class DeltaTable:
     # --- construction ------------------------------------------------------------------------------
 
     @classmethod
-    def forPath(cls, sparkSession: SparkSession, path: str) -> DeltaTable:
-        """The table at ``path``; ``[DELTA_MISSING_DELTA_TABLE]`` when there is none."""
+    def forPath(
+        cls, sparkSession: SparkSession, path: str, hadoopConf: dict[str, str] | None = None
+    ) -> DeltaTable:
+        """The table at ``path``; ``[DELTA_MISSING_DELTA_TABLE]`` when there is none.
+
+        ``hadoopConf`` is accepted as delta-spark's signature has it; deltamerge's log layer reads
+        the local file system, where those file-system options have no effect.
+        """
         widening: bool | None = None
         try:
             # One log read, cached: the MERGE or read that follows starts from this snapshot.

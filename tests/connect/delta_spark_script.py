@@ -32,6 +32,7 @@ def run(spark, base_dir: str) -> list[str]:
         spark.conf.unset("spark.databricks.delta.properties.defaults.enableChangeDataFeed")
     assert DeltaTable.isDeltaTable(spark, path)
     assert spark.read.format("delta").load(path).count() == 5
+    assert DeltaTable.forPath(spark, path, hadoopConf={"fs.s3a.connection.maximum": "8"}).toDF().count() == 5
 
     # Append (version 1).
     more = spark.range(5, 7).selectExpr("cast(id as int) id", "cast(id * 10 as int) value", "'v1' tag")
