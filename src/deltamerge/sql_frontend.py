@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from deltamerge import catalog, views
 from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
+from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
@@ -185,7 +186,10 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
             from deltamerge.io import read
 
             version, timestamp = _time_travel(using)
-            return read(spark, using.name, version=version, timestamp=timestamp), alias
+            path = using.name
+            if version is None and timestamp is None:  # delta.`/path@v3`, delta-spark's suffix
+                path, version, timestamp = split_time_travel(path)
+            return read(spark, path, version=version, timestamp=timestamp), alias
         bare = using.copy()
         bare.set("alias", None)
         if prefix or bare.args.get("version") is not None:

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge.errors import ParseError
 from deltamerge.identifiers import unquote
+from deltamerge.log.paths import split_time_travel
 
 __all__ = ["escape_braces", "has_delta_tables", "sql_with_delta_tables"]
 
@@ -67,8 +68,11 @@ def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
             version = int(value or "0")
         elif kind:
             timestamp = unquote(value or "")
+        path = unquote(m.group("path"))
+        if not kind:  # delta.`/path@v3` (or @yyyyMMddHHmmssSSS), delta-spark's suffix
+            path, version, timestamp = split_time_travel(path)
         name = f"dm_delta_{len(frames)}"
-        frames[name] = read(spark, unquote(m.group("path")), version=version, timestamp=timestamp)
+        frames[name] = read(spark, path, version=version, timestamp=timestamp)
         out.append(escape_braces(text[pos : m.start()]) + "{" + name + "}")
         pos = m.end()
     if not frames:

@@ -302,6 +302,8 @@ def test_delta_path_tables_inside_queries_and_time_travel(spark, tmp_path):
         (f"delta.`{src}` TIMESTAMP AS OF '{first.isoformat(sep=' ')}' AS s", [(1, "a"), (5, "y")]),
         (f"delta.`{src}` s", [(1, "b"), (2, "c"), (5, "y")]),
         (f"(SELECT * FROM delta.`{src}` VERSION AS OF 0 WHERE id > 0) s", [(1, "a"), (5, "y")]),
+        (f"delta.`{src}@v0` s", [(1, "a"), (5, "y")]),  # delta-spark's path suffix
+        (f"(SELECT * FROM delta.`{src}@V0`) s", [(1, "a"), (5, "y")]),
         (f"(SELECT * FROM delta.`{src}` WHERE v <> 'delta.`/nope`') s", [(1, "b"), (2, "c"), (5, "y")]),
     ]:
         reset()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,21 +17,7 @@ from deltamerge.configure.state import (
     unqualified,
 )
 from deltamerge.errors import InvalidArgumentError
-
-_AT_VERSION = re.compile(r"^(?P<path>.+)@[vV](?P<version>\d+)$")
-_AT_TIMESTAMP = re.compile(r"^(?P<path>.+)@(?P<ts>\d{17})$")
-
-
-def _split_time_travel(path: str) -> tuple[str, int | None, str | None]:
-    """delta-spark's ``path@v123`` / ``path@yyyyMMddHHmmssSSS`` suffixes."""
-    m = _AT_VERSION.match(path)
-    if m:
-        return m.group("path"), int(m.group("version")), None
-    m = _AT_TIMESTAMP.match(path)
-    if m:
-        t = m.group("ts")
-        return m.group("path"), None, f"{t[0:4]}-{t[4:6]}-{t[6:8]} {t[8:10]}:{t[10:12]}:{t[12:14]}.{t[14:17]}"
-    return path, None, None
+from deltamerge.log.paths import split_time_travel
 
 
 def _delta_read(spark: Any, path: str, opts: Mapping[str, str], *, user_schema: bool) -> Any:
@@ -41,7 +26,7 @@ def _delta_read(spark: Any, path: str, opts: Mapping[str, str], *, user_schema: 
             "delta does not allow user-specified schemas: the schema is the table's. Drop .schema(...).",
             error_class="DELTA_UNSUPPORTED_SCHEMA_DURING_READ",
         )
-    path, at_version, at_timestamp = _split_time_travel(path)
+    path, at_version, at_timestamp = split_time_travel(path)
     if bool_option(opts, "readChangeFeed") or bool_option(opts, "readChangeData"):
         from deltamerge.cdf_read import read_changes
 

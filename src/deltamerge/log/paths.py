@@ -320,3 +320,20 @@ def absolute_file_path(table_root: str, path: str) -> str:
     if is_absolute_path(path):
         return decode_add_path(path)
     return table_root.rstrip("/") + "/" + decode_add_path(path)
+
+
+_AT_VERSION = re.compile(r"^(?P<path>.+)@[vV](?P<version>\d+)$")
+_AT_TIMESTAMP = re.compile(r"^(?P<path>.+)@(?P<ts>\d{17})$")
+
+
+def split_time_travel(path: str) -> tuple[str, int | None, str | None]:
+    """(path, version, timestamp) of delta-spark's ``path@v123`` / ``path@yyyyMMddHHmmssSSS``
+    suffixes; the path itself and ``None`` twice when it has neither."""
+    m = _AT_VERSION.match(path)
+    if m:
+        return m.group("path"), int(m.group("version")), None
+    m = _AT_TIMESTAMP.match(path)
+    if m:
+        t = m.group("ts")
+        return m.group("path"), None, f"{t[0:4]}-{t[4:6]}-{t[6:8]} {t[8:10]}:{t[10:12]}:{t[12:14]}.{t[14:17]}"
+    return path, None, None
