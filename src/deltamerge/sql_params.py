@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import string
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -79,14 +79,7 @@ def inline_identifiers(text: str) -> str:
     replaced by the name it holds, so deltamerge's statement parsing sees the table."""
     if "identifier" not in text.lower():
         return text
-    opaque = [(m.start(), m.end()) for m in _OPAQUE.finditer(text)]
-
-    def one(m: re.Match[str]) -> str:
-        if any(a <= m.start() < b for a, b in opaque):
-            return m.group(0)
-        return unquote(m.group(1))
-
-    return _IDENTIFIER.sub(one, text)
+    return _sub_in_sql(_IDENTIFIER, text, lambda m: unquote(m.group(1)))
 
 
 _SYSTEM_TRAVEL = re.compile(r"\b(?:FOR\s+)?SYSTEM_(VERSION|TIME)(\s+AS\s+OF\b)", re.IGNORECASE)
@@ -97,14 +90,21 @@ def normalize_time_travel(text: str) -> str:
     ``VERSION AS OF`` / ``TIMESTAMP AS OF``, which the statement parser (SQLGlot) reads."""
     if "system_" not in text.lower():
         return text
+    return _sub_in_sql(
+        _SYSTEM_TRAVEL,
+        text,
+        lambda m: ("VERSION" if m.group(1).upper() == "VERSION" else "TIMESTAMP") + m.group(2),
+    )
+
+
+def _sub_in_sql(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]], str]) -> str:
+    # ``pattern.sub`` for matches that start outside string literals, identifiers and comments.
     opaque = [(m.start(), m.end()) for m in _OPAQUE.finditer(text)]
 
     def one(m: re.Match[str]) -> str:
-        if any(a <= m.start() < b for a, b in opaque):
-            return m.group(0)
-        return ("VERSION" if m.group(1).upper() == "VERSION" else "TIMESTAMP") + m.group(2)
+        return m.group(0) if any(a <= m.start() < b for a, b in opaque) else replace(m)
 
-    return _SYSTEM_TRAVEL.sub(one, text)
+    return pattern.sub(one, text)
 
 
 def _unbound(name: str) -> AnalysisError:
