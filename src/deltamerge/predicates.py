@@ -102,10 +102,12 @@ def _subquery_names(select: exp.Expression) -> set[str]:
     return names
 
 
-def _own_column(col: exp.Column, root: exp.Expression) -> bool:
+def _own_column(col: exp.Column, root: exp.Expression, outer: Callable[[str], bool] | None = None) -> bool:
     """Whether ``col`` is a subquery's own column (resolved by Spark inside the subquery), not a
     reference to the expression's tables: unqualified, or qualified by a relation of an enclosing
-    subquery. A qualified name the subqueries do not define is an outer (correlated) reference."""
+    subquery. Any other qualified name is an outer (correlated) reference, or, given ``outer``,
+    one whose qualifier ``outer`` accepts (the rest, e.g. ``st.field`` of a struct column, stays
+    the subquery's)."""
     node = col.parent
     inside = False
     names: set[str] = set()
@@ -118,8 +120,10 @@ def _own_column(col: exp.Column, root: exp.Expression) -> bool:
         node = node.parent
     if not inside:
         return False
-    qualifier = col.parts[0].name.lower() if len(col.parts) >= 2 else None
-    return qualifier is None or qualifier in names
+    qualifier = col.parts[0].name if len(col.parts) >= 2 else None
+    if qualifier is None or qualifier.lower() in names:
+        return True
+    return outer is not None and not outer(qualifier)
 
 
 def column_references(node: exp.Expression) -> list[exp.Column]:
@@ -144,9 +148,14 @@ def _outermost_dot(col: exp.Column) -> exp.Expression:
     return node
 
 
-def rewrite_columns(node: exp.Expression, resolve: Callable[[list[str]], exp.Expression]) -> exp.Expression:
+def rewrite_columns(
+    node: exp.Expression,
+    resolve: Callable[[list[str]], exp.Expression],
+    outer: Callable[[str], bool] | None = None,
+) -> exp.Expression:
     """Copy ``node`` with each column reference replaced by ``resolve(parts)`` (a subquery's own
-    columns are left for Spark to resolve in the subquery)."""
+    columns are left for Spark to resolve in the subquery; ``outer`` tells which qualifiers name
+    the expression's own tables there)."""
     tree = node.copy()
     _name_struct_fields(tree)
     lambda_vars = _lambda_variables(tree)
@@ -154,7 +163,7 @@ def rewrite_columns(node: exp.Expression, resolve: Callable[[list[str]], exp.Exp
     for col in list(tree.find_all(exp.Column)):
         if len(col.parts) == 1 and col.name.lower() in lambda_vars:
             continue
-        if _own_column(col, tree):
+        if _own_column(col, tree, outer):
             continue
         targets.append(_outermost_dot(col))
     for ref in targets:

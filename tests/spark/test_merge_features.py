@@ -350,5 +350,12 @@ def test_scalar_subqueries_in_values(spark, tmp_path, change_feed):
             (3, 1, "update_postimage"), (3, 112, "update_postimage"), (4, 9, "insert"),
             (4, 912, "update_postimage"),
         ]  # fmt: skip
+    # ``st.a`` in the subquery is its own struct column's field: only the merge's aliases are outer.
+    spark.createDataFrame([((3,),)], "st struct<a:int>").createOrReplaceTempView("sq_struct")
+    table.alias("t").merge(spark.table("sq_src").alias("s"), "t.key = s.key").whenMatchedUpdate(
+        condition="t.key = 4", set={"value": "(SELECT max(st.a) FROM sq_struct) + s.value"}
+    ).execute()
+    assert _rows(table) == [(1, 7), (2, 712), (3, 112), (4, 3)]
+    spark.catalog.dropTempView("sq_struct")
     spark.catalog.dropTempView("sq_other")
     spark.catalog.dropTempView("sq_src")

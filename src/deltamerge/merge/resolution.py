@@ -143,7 +143,7 @@ class _Resolver:
                 out = exp.Dot(this=out, expression=exp.to_identifier(f, quoted=True))
             return out
 
-        return rewrite_columns(node, to_internal)
+        return rewrite_columns(node, to_internal, _alias_of(scope))
 
     def refs(self, node: exp.Expression, scope: Sequence[Side], where: str) -> list[Ref]:
         found: list[Ref] = []
@@ -152,8 +152,13 @@ class _Resolver:
             found.append(self.resolve(parts, scope, where))
             return exp.column("x")
 
-        rewrite_columns(node, collect)
+        rewrite_columns(node, collect, _alias_of(scope))
         return found
+
+
+def _alias_of(scope: Sequence[Side]) -> Callable[[str], bool]:
+    # Inside a subquery only a column qualified by the target's or source's alias is the merge's.
+    return lambda qualifier: any(side.matches_alias(qualifier) for side in scope)
 
 
 # --- checks on expressions ------------------------------------------------------------------------
