@@ -104,3 +104,10 @@ def test_quotes_and_backslashes_reach_spark_intact(spark, tmp_path, spark_conf, 
     out = deltamerge.read(spark, structs)
     assert [f.name for f in out.schema["st"].dataType.fields] == names
     assert sorted((r.id, tuple(r.st), r.s) for r in out.collect()) == [(1, (10, 11), odd), (2, (20, 21), odd)]
+    if escaped == "false":  # col["a'b"]: a struct field's name must reach Spark as a string literal
+        (
+            DeltaTable.forPath(spark, structs).alias("t").merge(src2.alias("s"), "t.id = s.id")
+            .whenMatchedUpdate(F.col("t.st")[names[0]] > 15, set={"s": F.col("s.st")[names[1]].cast("int")})
+            .execute()
+        )  # fmt: skip
+        assert sorted((r.id, r.s) for r in deltamerge.read(spark, structs).collect()) == [(1, odd), (2, "21")]

@@ -86,6 +86,14 @@ def _timestamp_micros(value: _dt.datetime) -> str:
     return f"TIMESTAMP_MICROS({micros})"
 
 
+def _extraction_key(value: Any, rendered: str) -> str:
+    # A struct field name must stay a string *literal* for Spark's analyzer (a concat() of pieces,
+    # as sql_string writes a quote or backslash, is refused there): escaped in the default syntax.
+    if isinstance(value, str) and ("'" in value or "\\" in value):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return rendered
+
+
 def _extract_sql(child: str, extraction_sql: str) -> str:
     # col["f"] / col.getField("f") / col[0] / col.getItem(k): Spark SQL's bracket form serves struct
     # fields, array indexes and map keys alike.
@@ -155,7 +163,9 @@ def _classic_sql(node: Any) -> str:
     if kind == "Alias":
         return _classic_sql(node.child())
     if kind == "UnresolvedExtractValue":
-        return _extract_sql(_classic_sql(node.child()), _classic_sql(node.extraction()))
+        key = node.extraction()
+        value = _py_value(key.value()) if key.getClass().getSimpleName() == "Literal" else None
+        return _extract_sql(_classic_sql(node.child()), _extraction_key(value, _classic_sql(key)))
     if kind == "ExpressionColumnNode":
         inner = node.expression()
         if inner.getClass().getSimpleName() == "AttributeReference":
@@ -226,7 +236,9 @@ def _connect_sql(expr: Any) -> str:
     if kind == "ColumnAlias":
         return _connect_sql(expr._child)
     if kind == "UnresolvedExtractValue":
-        return _extract_sql(_connect_sql(expr._child), _connect_sql(expr._extraction))
+        key = expr._extraction
+        value = getattr(key, "_value", None) if type(key).__name__ == "LiteralExpression" else None
+        return _extract_sql(_connect_sql(expr._child), _extraction_key(value, _connect_sql(key)))
     if kind == "CaseWhen":
         parts = ["CASE"]
         for cond, value in expr._branches:
