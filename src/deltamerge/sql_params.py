@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import string
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -24,7 +24,7 @@ from deltamerge.errors import AnalysisError
 from deltamerge.identifiers import unquote
 from deltamerge.spark.columns import column_to_sql, sql_literal
 
-__all__ = ["TextFormatter", "bind_parameters", "inline_identifiers", "normalize_time_travel"]
+__all__ = ["TextFormatter", "bind_parameters", "inline_identifiers", "normalize_time_travel", "sql_matches"]
 
 # What is text, not SQL: string literals, backtick identifiers, comments.
 _OPAQUE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -97,14 +97,24 @@ def normalize_time_travel(text: str) -> str:
     )
 
 
-def _sub_in_sql(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]], str]) -> str:
-    # ``pattern.sub`` for matches that start outside string literals, identifiers and comments.
+def sql_matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """The matches of ``pattern`` in ``text`` that start outside string literals, backtick
+    identifiers and comments, i.e. in the SQL itself."""
     opaque = [(m.start(), m.end()) for m in _OPAQUE.finditer(text)]
+    for m in pattern.finditer(text):
+        if not any(a <= m.start() < b for a, b in opaque):
+            yield m
 
-    def one(m: re.Match[str]) -> str:
-        return m.group(0) if any(a <= m.start() < b for a, b in opaque) else replace(m)
 
-    return pattern.sub(one, text)
+def _sub_in_sql(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]], str]) -> str:
+    # ``pattern.sub`` for the matches of ``sql_matches``.
+    out: list[str] = []
+    pos = 0
+    for m in sql_matches(pattern, text):
+        out.append(text[pos : m.start()] + replace(m))
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _unbound(name: str) -> AnalysisError:

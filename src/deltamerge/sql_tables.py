@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from deltamerge.errors import ParseError
 from deltamerge.identifiers import unquote
 from deltamerge.log.paths import split_time_travel
+from deltamerge.sql_params import sql_matches
 
 __all__ = ["escape_braces", "has_delta_tables", "sql_with_delta_tables"]
 
@@ -26,15 +27,11 @@ _REFERENCE = re.compile(
     r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[-+]?\d+\b)?)?",
     re.IGNORECASE,
 )
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def _references(text: str) -> Iterator[re.Match[str]]:
-    # Matches outside string literals and comments.
-    skipped = [(m.start(), m.end()) for m in _QUOTED.finditer(text)]
-    for m in _REFERENCE.finditer(text):
-        if not any(a <= m.start() < b for a, b in skipped):
-            yield m
+    # A reference starts with ``delta``, in the SQL, before its backtick path.
+    return sql_matches(_REFERENCE, text)
 
 
 def has_delta_tables(text: str) -> bool:

@@ -59,3 +59,16 @@ def test_system_time_travel_synonyms() -> None:
     text = "FROM a FOR SYSTEM_VERSION AS OF 1 JOIN b system_time as of '2024' WHERE c = 'SYSTEM_TIME AS OF'"
     expected = "FROM a VERSION AS OF 1 JOIN b TIMESTAMP as of '2024' WHERE c = 'SYSTEM_TIME AS OF'"
     assert normalize_time_travel(text + " -- SYSTEM_TIME AS OF") == expected + " -- SYSTEM_TIME AS OF"
+
+
+def test_delta_path_references_found_only_in_the_sql() -> None:
+    from deltamerge.sql_tables import _references, has_delta_tables
+
+    assert not has_delta_tables("SELECT 'delta.`/p`' AS s -- delta.`/q`\n/* delta.`/r` */")
+    assert not has_delta_tables("SELECT `delta.`/p`` FROM t")
+    # A quote inside a backtick path opens no string: both references are found.
+    text = "SELECT * FROM delta.`/a'b` x JOIN delta.`/c'd` VERSION AS OF 3 y ON x.k = y.k"
+    assert [(m.group("path"), m.group("value")) for m in _references(text)] == [
+        ("`/a'b`", None),
+        ("`/c'd`", "3"),
+    ]
