@@ -177,10 +177,22 @@ def _restore(spark: SparkSession, m: re.Match[str]) -> DataFrame:
 def _optimize(spark: SparkSession, m: re.Match[str]) -> DataFrame:
     from deltamerge.builders import optimize
 
-    if m.group("zorder"):
-        raise UnsupportedOperationError("OPTIMIZE ... ZORDER BY is not implemented by deltamerge.")
     where = m.group("where")
-    return optimize(spark, _delta_table(spark, m.group("table")).path, [where] if where else [])
+    zorder: list[str] = []
+    if m.group("zorder"):
+        text = re.sub(r"^\s*ZORDER\s+BY\s*", "", m.group("zorder"), flags=re.IGNORECASE).strip()
+        if text.startswith("(") and text.endswith(")"):
+            text = text[1:-1]
+        # Commas outside backticks separate the columns.
+        zorder = [c.strip() for c in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", text)]
+        if not all(re.fullmatch(QUALIFIED, c) for c in zorder):
+            raise ParseError(
+                f"Syntax error in ZORDER BY: {m.group('zorder').strip()!r}; expected column names.",
+                error_class="PARSE_SYNTAX_ERROR",
+            )
+    return optimize(
+        spark, _delta_table(spark, m.group("table")).path, [where] if where else [], zorder_by=zorder
+    )
 
 
 def _reorg(spark: SparkSession, m: re.Match[str]) -> DataFrame:

@@ -126,8 +126,11 @@ def test_restore_optimize_vacuum(spark, people):
         _sql(spark, "DESCRIBE HISTORY people LIMIT 1").collect()[0]["isolationLevel"] == "SnapshotIsolation"
     )
     assert len(_rows(spark, "SELECT * FROM people")) == 9
-    with pytest.raises(DeltaMergeError, match="ZORDER"):
-        _sql(spark, "OPTIMIZE people ZORDER BY (id)")
+    with pytest.raises(DeltaMergeError, match="DELTA_ZORDERING_ON_PARTITION_COLUMN"):
+        _sql(spark, "OPTIMIZE people ZORDER BY (p)")
+    out = _sql(spark, "OPTIMIZE people WHERE p = '1' ZORDER BY id, name").collect()[0]
+    assert out["metrics"]["zOrderStats"]["strategyName"] == "all"
+    assert len(_rows(spark, "SELECT * FROM people")) == 9
     with pytest.raises(DeltaMergeError, match="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT"):
         _sql(spark, "VACUUM people RETAIN 0 HOURS")
     assert _sql(spark, "VACUUM people").count() == 0  # nothing is past the default retention

@@ -373,10 +373,3 @@ def test_optimize_isolation_allows_appends_but_not_removals(spark, tmp_path, mon
         DeltaTable.forPath(spark, path).optimize().executeCompaction()
     after = {n for n in os.listdir(path) if n.endswith(".parquet")}
     assert not (after - before - {f.path for f in snapshot_for(path).files})  # compacted output discarded
-
-
-def test_optimize_zorder_is_refused(spark, tmp_path):
-    path = str(tmp_path / "t")
-    deltamerge.write(spark.range(2), path)
-    with pytest.raises(DeltaMergeError, match="ZORDER"):
-        DeltaTable.forPath(spark, path).optimize().executeZOrderBy("id")

@@ -27,8 +27,8 @@ from deltamerge.errors import (
     AnalysisError,
     ConcurrentModificationError,
     DeltaMergeError,
+    InvalidArgumentError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
 from deltamerge.log.actions import AddFile
 from deltamerge.log.column_mapping import physical_schema
@@ -42,12 +42,17 @@ from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
 _SIZE = "struct<min:bigint,max:bigint,avg:double,totalFiles:bigint,totalSize:bigint>"
-_LONGS = ["partitionsOptimized", "numBins", "numBatches", "totalConsideredFiles", "totalFilesSkipped"]
-# Delta's OptimizeMetrics (commands/optimize/OptimizeStats.scala), without the z-order, clustering and
-# auto-compaction statistics OPTIMIZE compaction never fills.
+_ZFILES = "struct<num:bigint,size:bigint>"
+_ZORDER = (
+    f"struct<strategyName:string,inputCubeFiles:{_ZFILES},inputOtherFiles:{_ZFILES},inputNumCubes:bigint,"
+    f"mergedFiles:{_ZFILES},numOutputCubes:bigint,mergedNumCubes:bigint>"
+)
+_LONGS = ["numBins", "numBatches", "totalConsideredFiles", "totalFilesSkipped"]
+# Delta's OptimizeMetrics (commands/optimize/OptimizeStats.scala), without the clustering and
+# auto-compaction statistics deltamerge never fills.
 OPTIMIZE_SCHEMA = (
     "path string, metrics struct<numFilesAdded:bigint,numFilesRemoved:bigint,"
-    f"filesAdded:{_SIZE},filesRemoved:{_SIZE},"
+    f"filesAdded:{_SIZE},filesRemoved:{_SIZE},partitionsOptimized:bigint,zOrderStats:{_ZORDER},"
     + "".join(f"{n}:bigint," for n in _LONGS)
     + "preserveInsertionOrder:boolean,numFilesSkippedToReduceWriteAmplification:bigint,"
     "numBytesSkippedToReduceWriteAmplification:bigint,startTimeMs:bigint,endTimeMs:bigint,"
@@ -140,10 +145,16 @@ def _purge_selection(table_root: str, schema: dict, files: Sequence[AddFile]) ->
 
 @internal_plan
 def optimize(
-    spark: SparkSession, table_root: str, partition_filters: Sequence[str] = (), *, purge: bool = False
+    spark: SparkSession,
+    table_root: str,
+    partition_filters: Sequence[str] = (),
+    *,
+    purge: bool = False,
+    zorder_by: Sequence[str] = (),
 ) -> DataFrame:
-    """Compact small files (OPTIMIZE [WHERE partition_filter]), or with ``purge`` rewrite the files
-    REORG TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta."""
+    """Compact small files (OPTIMIZE [WHERE partition_filter]), Z-order every file of each selected
+    partition (``zorder_by``: OPTIMIZE ... ZORDER BY), or with ``purge`` rewrite the files REORG
+    TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta."""
     from deltamerge.dml import matching_partitions, predicate_parameter
     from deltamerge.spark.scan import scan
 
@@ -153,6 +164,19 @@ def optimize(
     snapshot = txn.snapshot
     if snapshot is None:
         raise TableNotFoundError(f"`{table_root}` is not a Delta table.")
+    zorder = None
+    if zorder_by:
+        from deltamerge.builders.zorder import STAT_CHECK, zorder_columns
+        from deltamerge.spark.session import case_sensitive
+
+        zorder = zorder_columns(
+            snapshot.metadata.schema,
+            snapshot.metadata.partition_columns,
+            snapshot.metadata.configuration,
+            zorder_by,
+            check_stats=(get(STAT_CHECK) or "true").strip().lower() == "true",
+            case_sensitive=case_sensitive(spark),
+        )
     cond = _partition_predicate(spark, snapshot, partition_filters)
     keep = matching_partitions(spark, snapshot, cond)
     candidates = [f for f in snapshot.files if keep(f)]
@@ -171,12 +195,17 @@ def optimize(
 
     if purge:
         selected = _purge_selection(table_root, snapshot.metadata.schema, candidates)
+    elif zorder is not None:  # every file of a partition, one bin per partition (Delta's ZOrderStrategy)
+        selected = list(candidates)
     else:
         selected = [f for f in candidates if worth_it(f)]
     groups: dict[tuple[tuple[str, Any], ...], list[AddFile]] = {}
     for f in selected:
         groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
-    jobs = [(key, b) for key, fs in groups.items() for b in _pack(fs, max_size, keep_single=purge)]
+    if zorder is not None:
+        jobs = list(groups.items())
+    else:
+        jobs = [(key, b) for key, fs in groups.items() for b in _pack(fs, max_size, keep_single=purge)]
 
     parts = tuple(snapshot.metadata.partition_columns)
     schema = to_spark_schema(snapshot.metadata.schema_string)
@@ -185,8 +214,15 @@ def optimize(
     added: list[AddFile] = []
 
     def compact(bin_files: list[AddFile]) -> None:
-        # One Spark job per bin (as Delta), a few at a time; each bin becomes one file.
-        df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files).repartition(1)
+        # One Spark job per bin (as Delta), a few at a time; a compacted bin becomes one file, a
+        # Z-ordered one total size / maxFileSize files.
+        df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files)
+        if zorder is not None:
+            from deltamerge.builders.zorder import cluster
+
+            df = cluster(df, zorder, max(1, sum(f.size for f in bin_files) // max_size), get)
+        else:
+            df = df.repartition(1)
         added.extend(
             write_data(
                 spark,
@@ -232,7 +268,7 @@ def optimize(
         params: dict[str, Any] = (
             {"predicate": predicate, "applyPurge": True}
             if purge
-            else {"predicate": predicate, "zOrderBy": [], "auto": False}
+            else {"predicate": predicate, "zOrderBy": list(zorder_by), "auto": False}
         )
         txn.add_read_files(removed_files)
         try:
@@ -243,6 +279,10 @@ def optimize(
             raise
         catalog.refresh_views(spark, table_root)
     n_cols = len(schema.fields)
+    zorder_stats = None
+    if zorder is not None:  # Delta's ZOrderStrategy: every file is "other", one cube per partition
+        merged = (len(removed_files), sum(f.size for f in removed_files))
+        zorder_stats = ("all", (0, 0), merged, 0, merged, len({key for key, _ in jobs}), None)
     try:
         parallelism = spark.sparkContext.defaultParallelism
     except Exception:  # Spark Connect has no SparkContext
@@ -253,6 +293,7 @@ def optimize(
         _size_stats([a.size for a in added]),
         _size_stats([f.size for f in removed_files]),
         len({key for key, _ in jobs}),
+        zorder_stats,
         len(jobs),
         len(jobs),
         len(candidates),
@@ -291,8 +332,13 @@ class DeltaOptimizeBuilder:
         return optimize(self._spark, self._path, self._filters)
 
     def executeZOrderBy(self, *cols: str | list[str] | tuple[str, ...]) -> DataFrame:
-        """Z-ordering is not implemented by deltamerge."""
-        raise UnsupportedOperationError(
-            "OPTIMIZE ... ZORDER BY is not implemented by deltamerge; use executeCompaction().",
-            error_class="DELTA_UNSUPPORTED_OPERATION",
-        )
+        """Z-order every file of the selected partitions by ``cols`` (data columns with statistics,
+        nested ones as ``a.b``); returns the metrics DataFrame."""
+        names: list[str] = []
+        for c in cols:
+            names.extend([c] if isinstance(c, str) else list(c))
+        if not names:
+            raise InvalidArgumentError(
+                "executeZOrderBy needs at least one column.", error_class="DELTA_ILLEGAL_USAGE"
+            )
+        return optimize(self._spark, self._path, self._filters, zorder_by=names)

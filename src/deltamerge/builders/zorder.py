@@ -1,0 +1,188 @@
+"""OPTIMIZE ... ZORDER BY: Delta's Z-order clustering (``skipping/MultiDimClustering.scala``) written
+with Spark's own expressions.
+
+Delta maps each Z-order column to a range id in ``[0, rangeId.max)`` (``range_partition_id``: the
+partition a range partitioner of that many ranges would give the value), interleaves the ids' bits
+(``interleave_bits``), range-partitions the rows by that value plus a byte of noise against skew,
+and writes one file per partition. Here a column's range boundaries are its approximate quantiles
+(``percentile_approx``, one aggregate over the bin for all columns); a string, binary or boolean
+column is ranked by an order-preserving number (its first 7 bytes). A value's range id is the count
+of boundaries below it, found by a binary search over the boundary array in ~10 projections; the
+bits of the ids are interleaved into one long. The noise byte is a hash of the row (deterministic,
+so a retried task sends every row where the first attempt did).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from deltamerge.errors import AnalysisError, InvalidArgumentError
+from deltamerge.identifiers import name_parts
+from deltamerge.stats.schema import stats_columns
+
+__all__ = ["cluster", "zorder_columns"]
+
+STAT_CHECK = "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled"
+NUM_RANGES = "spark.databricks.io.skipping.mdc.rangeId.max"
+ADD_NOISE = "spark.databricks.io.skipping.mdc.addNoise"
+SORT_WITHIN_FILES = "spark.databricks.io.skipping.mdc.sortWithinFiles"
+
+_NATIVE = {"byte", "short", "integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz"}
+_PROXIED = {"string", "binary", "boolean"}
+
+
+def _same(a: str, b: str, case_sensitive: bool) -> bool:
+    return a == b if case_sensitive else a.lower() == b.lower()
+
+
+def _field(struct: Mapping[str, Any], parts: Sequence[str], case_sensitive: bool) -> Any:
+    """The type of the field at ``parts`` in a Delta schema dict, None when there is none."""
+    node: Any = struct
+    for part in parts:
+        if not isinstance(node, dict) or node.get("type") != "struct":
+            return None
+        found = [f for f in node.get("fields", ()) if _same(str(f["name"]), part, case_sensitive)]
+        if not found:
+            return None
+        node = found[0]["type"]
+    return node
+
+
+def zorder_columns(
+    schema: Mapping[str, Any],
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str],
+    names: Sequence[str],
+    *,
+    check_stats: bool,
+    case_sensitive: bool = False,
+) -> list[tuple[list[str], str]]:
+    """Delta's ``validateZorderByColumns``: each name's parts and type; a partition column
+    (``DELTA_ZORDERING_ON_PARTITION_COLUMN``), a column the data schema lacks
+    (``DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST``) and, with ``check_stats``, columns without statistics
+    (``DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS``) are refused."""
+    parts_of = {p.lower() for p in partition_columns}
+    data = {
+        "type": "struct",
+        "fields": [f for f in schema["fields"] if str(f["name"]).lower() not in parts_of],
+    }
+    with_stats = {
+        tuple(p.lower() for p in leaf.logical_path)
+        for leaf in stats_columns(schema, partition_columns, configuration)
+    }
+    out: list[tuple[list[str], str]] = []
+    without_stats: list[str] = []
+    for name in names:
+        parts = name_parts(name) or [name]
+        if check_stats and tuple(p.lower() for p in parts) not in with_stats:
+            without_stats.append(name)
+        if len(parts) == 1 and parts[0].lower() in parts_of:
+            raise InvalidArgumentError(
+                f"{name} is a partition column. Z-Ordering can only be performed on data columns",
+                error_class="DELTA_ZORDERING_ON_PARTITION_COLUMN",
+                sql_state="42P10",
+            )
+        kind = _field(data, parts, case_sensitive)
+        if kind is None:
+            raise InvalidArgumentError(
+                f"Z-Ordering column {name} does not exist in data schema.",
+                error_class="DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST",
+                sql_state="42703",
+            )
+        kind_name = kind if isinstance(kind, str) else str(kind.get("type"))
+        if not (kind_name in _NATIVE or kind_name in _PROXIED or kind_name.startswith("decimal")):
+            raise AnalysisError(
+                f"Z-Ordering by {name} of type {kind_name} is not supported by deltamerge: Z-order by "
+                "columns of an atomic type (numbers, strings, dates, timestamps, booleans, binary).",
+                error_class="DELTA_UNSUPPORTED_DATA_TYPES",
+            )
+        out.append((parts, kind_name))
+    if without_stats:
+        raise AnalysisError(
+            f"Z-Ordering on [{', '.join(without_stats)}] will be ineffective, because we currently do not "
+            "collect stats for these columns. You can disable this check by setting "
+            f"SET {STAT_CHECK} = false",
+            error_class="DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS",
+            sql_state="KD00D",
+        )
+    return out
+
+
+def _ranked(column: Column, kind: str) -> Column:
+    # What percentile_approx orders: the value itself, or an order-preserving number for types it
+    # does not take (the first 7 bytes of a string or binary, big-endian, zero-padded).
+    if kind == "boolean":
+        return column.cast("int")
+    if kind in ("string", "binary"):
+        return F.conv(F.rpad(F.substring(F.hex(column), 1, 14), 14, "0"), 16, 10).cast("bigint")
+    return column
+
+
+def cluster(
+    df: DataFrame,
+    columns: Sequence[tuple[list[str], str]],
+    num_files: int,
+    get: Callable[[str], str | None],
+) -> DataFrame:
+    """``df`` range-partitioned into ``num_files`` partitions by the Z-order value of ``columns``."""
+    num_ranges = int(get(NUM_RANGES) or 1000)
+    if num_ranges < 2:
+        raise InvalidArgumentError(f"'{NUM_RANGES}' must be greater than 1", error_class="DELTA_INVALID_CONF")
+    add_noise = (get(ADD_NOISE) or "true").strip().lower() == "true"
+    sort_within = (get(SORT_WITHIN_FILES) or "false").strip().lower() == "true"
+    original = df.columns
+    ranked = [f"__dm_z{i}" for i in range(len(columns))]
+    df = df.select(
+        "*",
+        *[
+            _ranked(F.col(".".join(f"`{p}`" for p in parts)), kind).alias(r)
+            for r, (parts, kind) in zip(ranked, columns, strict=True)
+        ],
+    )
+    quantiles = [i / num_ranges for i in range(1, num_ranges)]
+    # Range boundaries: one aggregate over the bin (statistics of the columns, not rows).
+    bounds_row = df.agg(*[F.percentile_approx(r, quantiles, 10000).alias(r) for r in ranked]).first()
+    steps = max(1, math.ceil(math.log2(num_ranges)))
+    ids: list[str] = []
+    for i, r in enumerate(ranked):
+        bounds = sorted({v for v in (bounds_row[r] if bounds_row else None) or [] if v is not None})
+        ids.append(f"__dm_r{i}")
+        if not bounds:
+            df = df.withColumn(ids[-1], F.lit(0).cast("bigint"))
+            continue
+        # Binary search for the number of boundaries below the value (Spark's range partitioner
+        # sends a value to the first range whose upper bound is >= it); the array is padded with
+        # NULLs to 2^m - 1 entries, and a NULL boundary (or value) compares as not below.
+        m = max(1, math.ceil(math.log2(len(bounds) + 1)))
+        array = F.array(
+            *[F.lit(b) for b in bounds],
+            *[F.lit(None).cast(df.schema[r].dataType) for _ in range((1 << m) - 1 - len(bounds))],
+        )
+        df = df.withColumn("__dm_bounds", array).withColumn(ids[-1], F.lit(0).cast("bigint"))
+        for s in reversed(range(m)):
+            step = 1 << s
+            probe = F.element_at(F.col("__dm_bounds"), (F.col(ids[-1]) + step).cast("int"))
+            df = df.withColumn(
+                ids[-1], F.when(probe < F.col(r), F.col(ids[-1]) + step).otherwise(F.col(ids[-1]))
+            )
+        df = df.drop("__dm_bounds")
+    # Interleave the ids' bits, the first column's bit highest at each level, into one long.
+    bits = min(steps, 62 // len(ids))
+    z: Column = F.lit(0).cast("bigint")
+    for b in range(bits):
+        for i, rid in enumerate(ids):
+            shifted = F.shiftright(F.col(rid), b + steps - bits)
+            z = z + F.shiftleft(shifted.bitwiseAND(1), b * len(ids) + (len(ids) - 1 - i))
+    keys = {"__dm_zvalue": z}
+    if add_noise:
+        keys["__dm_noise"] = F.xxhash64(*[F.col(f"`{c}`") for c in original]).bitwiseAND(255)
+    df = df.select(*[F.col(f"`{c}`") for c in original], *[v.alias(k) for k, v in keys.items()])
+    out = df.repartitionByRange(num_files, *keys)
+    if sort_within:
+        out = out.sortWithinPartitions("__dm_zvalue")
+    return out.drop("__dm_zvalue", "__dm_noise")
