@@ -493,3 +493,19 @@ def test_column_mapping(connect_spark, path):
     back = deltamerge.read(spark, path)
     assert back.columns == ["id", "note", "s", "part"] and back.schema["s"].dataType.names == ["alpha", "b"]
     assert sorted(tuple(r) for r in back.collect())[1] == (2, None, (20, "yy"), "p2")
+
+
+def test_optimize_zorder(connect_spark, path):
+    spark = connect_spark
+    for part in range(3):
+        rows = [(i, i % 7, f"n{i % 5}") for i in range(part * 20, (part + 1) * 20)]
+        deltamerge.write(spark.createDataFrame(rows, SCHEMA), path, mode="append")
+    before = _rows(deltamerge.read(spark, path))
+    files = len(snapshot_for(path).files)
+    out = DeltaTable.forPath(spark, path).optimize().executeZOrderBy("v", "flag").collect()[0]["metrics"]
+    assert (out["numFilesRemoved"], out["numFilesAdded"]) == (files, 1)
+    assert out["zOrderStats"]["strategyName"] == "all"
+    assert _rows(deltamerge.read(spark, path)) == before
+    deltamerge.sql(spark, f"OPTIMIZE delta.`{path}` ZORDER BY (id)")
+    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    assert last["operationParameters"]["zOrderBy"] == '["id"]'
