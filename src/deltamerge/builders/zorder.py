@@ -113,6 +113,10 @@ def zorder_columns(
     return out
 
 
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _ranked(column: Column, kind: str) -> Column:
     # What percentile_approx orders: the value itself, or an order-preserving number for types it
     # does not take (the first 7 bytes of a string or binary, big-endian, zero-padded).
@@ -140,7 +144,7 @@ def cluster(
     df = df.select(
         "*",
         *[
-            _ranked(F.col(".".join(f"`{p}`" for p in parts)), kind).alias(r)
+            _ranked(F.col(".".join(_quoted(p) for p in parts)), kind).alias(r)
             for r, (parts, kind) in zip(ranked, columns, strict=True)
         ],
     )
@@ -180,8 +184,12 @@ def cluster(
             z = z + F.shiftleft(shifted.bitwiseAND(1), b * len(ids) + (len(ids) - 1 - i))
     keys = {"__dm_zvalue": z}
     if add_noise:
-        keys["__dm_noise"] = F.xxhash64(*[F.col(f"`{c}`") for c in original]).bitwiseAND(255)
-    df = df.select(*[F.col(f"`{c}`") for c in original], *[v.alias(k) for k, v in keys.items()])
+        # Spark hashes no map values: the row's other columns make the noise.
+        hashable = [
+            f.name for f in df.schema.fields if f.name in original and "map<" not in f.dataType.simpleString()
+        ]
+        keys["__dm_noise"] = F.xxhash64(*[F.col(_quoted(c)) for c in hashable or ranked]).bitwiseAND(255)
+    df = df.select(*[F.col(_quoted(c)) for c in original], *[v.alias(k) for k, v in keys.items()])
     out = df.repartitionByRange(num_files, *keys)
     if sort_within:
         out = out.sortWithinPartitions("__dm_zvalue")
