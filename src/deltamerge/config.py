@@ -26,6 +26,20 @@ def parse_bool(value: str) -> bool:
     raise ValueError(f"not a boolean: {value!r}")
 
 
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def parse_bytes(value: str) -> int:
+    """Parse a byte size as Spark writes one (``1073741824``, ``256m``, ``1g``, ``64kb``)."""
+    text = value.strip().lower()
+    text = text[:-1] if text.endswith("b") else text
+    number = text.rstrip("kmgtp")
+    unit = text[len(number) :]
+    if unit not in _BYTE_UNITS or not number.strip():
+        raise ValueError(f"not a byte size: {value!r}")
+    return int(float(number) * _BYTE_UNITS[unit])
+
+
 _INTERVAL_UNITS_MS = {
     "millisecond": 1,
     "milliseconds": 1,
@@ -105,7 +119,7 @@ class TableProperties:
     NUM_INDEXED_COLS = _table("delta.dataSkippingNumIndexedCols", 32, int)
     STATS_COLUMNS = _table("delta.dataSkippingStatsColumns", "", str)
     STRING_PREFIX_LENGTH = _table("delta.dataSkippingStringPrefixLength", 32, int)
-    TARGET_FILE_SIZE = _table("delta.targetFileSize", 128 * 1024 * 1024, int)
+    TARGET_FILE_SIZE = _table("delta.targetFileSize", 128 * 1024 * 1024, parse_bytes)
 
 
 class SessionConf:
@@ -168,3 +182,11 @@ class SessionConf:
     DEFAULT_ENABLE_CDF = _session("properties.defaults.enableChangeDataFeed", "", str)
     DEFAULT_ENABLE_DVS = _session("properties.defaults.enableDeletionVectors", "", str)
     DEFAULT_ENABLE_TYPE_WIDENING = _session("properties.defaults.enableTypeWidening", "", str)
+    OPTIMIZE_MAX_FILE_SIZE = _session("optimize.maxFileSize", 1 << 30, parse_bytes)
+    OPTIMIZE_MIN_FILE_SIZE = _session("optimize.minFileSize", 1 << 30, parse_bytes)
+    OPTIMIZE_MAX_DELETED_ROWS_RATIO = _session("optimize.maxDeletedRowsRatio", 0.05, float)
+    ZORDER_STATS_CHECK = _session("optimize.zorder.checkStatsCollection.enabled", True, parse_bool)
+    # Delta's multi-dimensional clustering (Z-order) settings live under Databricks' io.skipping keys.
+    MDC_RANGE_ID_MAX = Setting("spark.databricks.io.skipping.mdc.rangeId.max", 1000, int)
+    MDC_ADD_NOISE = Setting("spark.databricks.io.skipping.mdc.addNoise", True, parse_bool)
+    MDC_SORT_WITHIN_FILES = Setting("spark.databricks.io.skipping.mdc.sortWithinFiles", False, parse_bool)

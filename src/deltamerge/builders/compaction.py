@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge import catalog
 from deltamerge.builders.common import discard, write_data
-from deltamerge.config import TableProperties
+from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import (
     AnalysisError,
     ConcurrentModificationError,
@@ -60,19 +60,6 @@ OPTIMIZE_SCHEMA = (
     "deletionVectorStats:struct<numDeletionVectorsRemoved:bigint,numDeletionVectorRowsRemoved:bigint>,"
     "numTableColumns:bigint,numTableColumnsWithStats:bigint>"
 )
-_GIB = 1024 * 1024 * 1024
-
-
-def _bytes(text: str | None, default: int) -> int:
-    if text is None or not str(text).strip():
-        return default
-    t = str(text).strip().lower()
-    units = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    num = t.rstrip("kmgtb")
-    try:
-        return int(float(num) * units[t[len(num) :].rstrip("b") or ""])
-    except (KeyError, ValueError):
-        return default
 
 
 def _size_stats(sizes: Sequence[int]) -> tuple[Any, ...]:
@@ -166,7 +153,7 @@ def optimize(
         raise TableNotFoundError(f"`{table_root}` is not a Delta table.")
     zorder = None
     if zorder_by:
-        from deltamerge.builders.zorder import STAT_CHECK, zorder_columns
+        from deltamerge.builders.zorder import zorder_columns
         from deltamerge.spark.session import case_sensitive
 
         zorder = zorder_columns(
@@ -174,18 +161,19 @@ def optimize(
             snapshot.metadata.partition_columns,
             snapshot.metadata.configuration,
             zorder_by,
-            check_stats=(get(STAT_CHECK) or "true").strip().lower() == "true",
+            check_stats=SessionConf.ZORDER_STATS_CHECK.get(get),
             case_sensitive=case_sensitive(spark),
         )
     cond = _partition_predicate(spark, snapshot, partition_filters)
     keep = matching_partitions(spark, snapshot, cond)
     candidates = [f for f in snapshot.files if keep(f)]
     conf = dict(snapshot.metadata.configuration)
-    max_size = _bytes(
-        conf.get("delta.targetFileSize"), _bytes(get("spark.databricks.delta.optimize.maxFileSize"), _GIB)
-    )
-    min_size = min(_bytes(get("spark.databricks.delta.optimize.minFileSize"), _GIB), max_size)
-    ratio = float(get("spark.databricks.delta.optimize.maxDeletedRowsRatio") or 0.05)
+    # The table's target file size wins over the session's maxFileSize (Delta's OptimizeExecutor).
+    max_size = replace(
+        TableProperties.TARGET_FILE_SIZE, default=SessionConf.OPTIMIZE_MAX_FILE_SIZE.get(get)
+    ).get(conf)
+    min_size = min(SessionConf.OPTIMIZE_MIN_FILE_SIZE.get(get), max_size)
+    ratio = SessionConf.OPTIMIZE_MAX_DELETED_ROWS_RATIO.get(get)
 
     def worth_it(f: AddFile) -> bool:
         dv = f.deletion_vector

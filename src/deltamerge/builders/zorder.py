@@ -21,16 +21,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from deltamerge.config import SessionConf
 from deltamerge.errors import AnalysisError, InvalidArgumentError
 from deltamerge.identifiers import name_parts
 from deltamerge.stats.schema import stats_columns
 
 __all__ = ["cluster", "zorder_columns"]
 
-STAT_CHECK = "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled"
-NUM_RANGES = "spark.databricks.io.skipping.mdc.rangeId.max"
-ADD_NOISE = "spark.databricks.io.skipping.mdc.addNoise"
-SORT_WITHIN_FILES = "spark.databricks.io.skipping.mdc.sortWithinFiles"
 
 _NATIVE = {"byte", "short", "integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz"}
 _PROXIED = {"string", "binary", "boolean"}
@@ -106,7 +103,7 @@ def zorder_columns(
         raise AnalysisError(
             f"Z-Ordering on [{', '.join(without_stats)}] will be ineffective, because we currently do not "
             "collect stats for these columns. You can disable this check by setting "
-            f"SET {STAT_CHECK} = false",
+            f"SET {SessionConf.ZORDER_STATS_CHECK.key} = false",
             error_class="DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS",
             sql_state="KD00D",
         )
@@ -134,11 +131,13 @@ def cluster(
     get: Callable[[str], str | None],
 ) -> DataFrame:
     """``df`` range-partitioned into ``num_files`` partitions by the Z-order value of ``columns``."""
-    num_ranges = int(get(NUM_RANGES) or 1000)
+    num_ranges = SessionConf.MDC_RANGE_ID_MAX.get(get)
     if num_ranges < 2:
-        raise InvalidArgumentError(f"'{NUM_RANGES}' must be greater than 1", error_class="DELTA_INVALID_CONF")
-    add_noise = (get(ADD_NOISE) or "true").strip().lower() == "true"
-    sort_within = (get(SORT_WITHIN_FILES) or "false").strip().lower() == "true"
+        raise InvalidArgumentError(
+            f"'{SessionConf.MDC_RANGE_ID_MAX.key}' must be greater than 1", error_class="DELTA_INVALID_CONF"
+        )
+    add_noise = SessionConf.MDC_ADD_NOISE.get(get)
+    sort_within = SessionConf.MDC_SORT_WITHIN_FILES.get(get)
     original = df.columns
     ranked = [f"__dm_z{i}" for i in range(len(columns))]
     df = df.select(
