@@ -144,6 +144,13 @@ class ConcurrentTransactionError(ConcurrentModificationError):
     error_class = "DELTA_CONCURRENT_TRANSACTION"
 
 
+class PostCommitHookError(CommitError):
+    """A post-commit hook (symlink manifests) failed after its commit landed: the table has the new
+    version; rerun the hook's work (e.g. ``GENERATE symlink_format_manifest``)."""
+
+    error_class = "DELTA_POST_COMMIT_HOOK_FAILED"
+
+
 class MaxCommitAttemptsError(CommitError):
     """The commit kept losing races beyond the configured number of attempts."""
 

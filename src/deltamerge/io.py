@@ -270,7 +270,7 @@ def write(
         import contextlib
         import os
 
-        for w in written:
+        for w in written if txn.committed_version is None else ():  # a failed hook: the commit landed
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(root, w.relative_path))
         raise

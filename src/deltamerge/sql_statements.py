@@ -11,7 +11,7 @@
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
   ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS] [DRY RUN]``,
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
-  ``REORG TABLE t [WHERE ...] APPLY (PURGE)``,
+  ``REORG TABLE t [WHERE ...] APPLY (PURGE)``, ``GENERATE symlink_format_manifest FOR TABLE t``,
   ``CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]`` (a
   regular-expression front: sqlglot does not parse them);
 * queries reading ``table_changes('t', start[, end])`` / ``table_changes_by_path(...)``: each call
@@ -73,6 +73,7 @@ _CONVERT = re.compile(
     r"(?P<nostats>\s+NO\s+STATISTICS)?(?:\s+PARTITIONED\s+BY\s*\((?P<parts>.*)\))?",
     _F,
 )
+_GENERATE = re.compile(rf"GENERATE\s+(?P<mode>\w+|`(?:[^`]|``)+`)\s+FOR\s+TABLE\s+{_TABLE}", _F)
 _ALTER = re.compile(rf"ALTER\s+TABLE\s+{_TABLE}\s+(?P<rest>.+)", _F)
 _SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _F)
 _UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", _F)
@@ -158,6 +159,11 @@ def _vacuum(spark: SparkSession, m: re.Match[str]) -> DataFrame:
     retention = float(hours) if hours is not None else None
     deleted = vacuum_table(snapshot_for(path), retention, conf_getter(spark), dry_run=bool(m.group("dry")))
     return spark.createDataFrame([(p,) for p in deleted], "path string")
+
+
+def _generate(spark: SparkSession, m: re.Match[str]) -> DataFrame:
+    _delta_table(spark, m.group("table")).generate(_unquote(m.group("mode")))
+    return _empty(spark)
 
 
 def _restore(spark: SparkSession, m: re.Match[str]) -> DataFrame:
@@ -537,6 +543,7 @@ _HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], D
     (_OPTIMIZE, _optimize),
     (_REORG, _reorg),
     (_CONVERT, _convert),
+    (_GENERATE, _generate),
     (_ALTER, _alter),
 ]
 

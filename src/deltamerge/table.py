@@ -268,6 +268,16 @@ class DeltaTable:
         deleted = vacuum_table(snapshot_for(self._path), retentionHours, conf_getter(self._spark))
         return self._spark.createDataFrame([(p,) for p in deleted], "path string")
 
+    def generate(self, mode: str) -> None:
+        """Generate files for other readers: ``"symlink_format_manifest"`` writes the Hive-style
+        ``_symlink_format_manifest/`` that Presto, Athena and Hive read (Delta's ``GENERATE``)."""
+        from deltamerge.txn.manifest import generate
+
+        if not isinstance(mode, str):
+            raise ValueError(f"The mode needs to be a string but got '{type(mode)}'.")
+        log = DeltaLog.for_table(self._path)
+        generate(self._path, log.update() if log.exists() else None, mode)
+
     # --- MERGE ---------------------------------------------------------------------------------------
 
     def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:

@@ -509,3 +509,20 @@ def test_optimize_zorder(connect_spark, path):
     deltamerge.sql(spark, f"OPTIMIZE delta.`{path}` ZORDER BY (id)")
     last = DeltaTable.forPath(spark, path).history(1).collect()[0]
     assert last["operationParameters"]["zOrderBy"] == '["id"]'
+
+
+def test_symlink_manifest(connect_spark, path):
+    spark = connect_spark
+    rows = [(i, i % 3, f"n{i}") for i in range(9)]
+    deltamerge.write(spark.createDataFrame(rows, SCHEMA), path, partition_by="v")
+    deltamerge.sql(spark, f"GENERATE symlink_format_manifest FOR TABLE delta.`{path}`")
+    root = os.path.join(path, "_symlink_format_manifest")
+    assert sorted(os.listdir(root)) == ["v=0", "v=1", "v=2"]
+    prop = "delta.compatibility.symlinkFormatManifest.enabled"
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{prop}' = 'true')")
+    DeltaTable.forPath(spark, path).delete("v = 2")
+    assert sorted(os.listdir(root)) == ["v=0", "v=1"]
+    DeltaTable.forPath(spark, path).generate("symlink_format_manifest")
+    with open(os.path.join(root, "v=1", "manifest")) as fh:
+        listed = fh.read().split()
+    assert listed and all(os.path.exists(p[len("file:") :]) for p in listed)

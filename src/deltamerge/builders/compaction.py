@@ -263,7 +263,8 @@ def optimize(
             name = "REORG" if purge else "OPTIMIZE"
             txn.commit([*added, *removes], Operation(name, params, metrics, changes_data=False))
         except (ConcurrentModificationError, DeltaMergeError):
-            discard(table_root, [a.path for a in added])
+            if txn.committed_version is None:  # a failed post-commit hook leaves a landed commit
+                discard(table_root, [a.path for a in added])
             raise
         catalog.refresh_views(spark, table_root)
     n_cols = len(schema.fields)

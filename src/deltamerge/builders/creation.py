@@ -214,7 +214,8 @@ def create_table(
     try:
         txn.commit(actions, Operation(op_name, params, metrics, changes_data=data is not None or replacing))
     except BaseException:
-        discard(root, written)
+        if txn.committed_version is None:  # a failed post-commit hook leaves a landed commit
+            discard(root, written)
         raise
     if view is not None:
         catalog.register_table(spark, view, root)

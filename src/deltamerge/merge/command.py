@@ -272,7 +272,8 @@ def run_merge(
     except BaseException as e:
         # Delete our files only when the commit certainly did not happen; after an unknown
         # outcome they stay for vacuum (deleting them could break a commit that landed).
-        if not committing or isinstance(e, (ConcurrentModificationError, DeltaMergeError)):
+        landed = txn.committed_version is not None  # a failed post-commit hook leaves a landed commit
+        if not landed and (not committing or isinstance(e, (ConcurrentModificationError, DeltaMergeError))):
             _discard(table_root, ctx.written_paths)
         from deltamerge.merge.casting import translate_runtime_error
 

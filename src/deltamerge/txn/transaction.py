@@ -33,7 +33,9 @@ from deltamerge.errors import (
     CommitError,
     InvalidArgumentError,
     MaxCommitAttemptsError,
+    PostCommitHookError,
     TableNotFoundError,
+    UnsupportedOperationError,
 )
 from deltamerge.log import char_varchar, column_mapping, filenames
 from deltamerge.log.actions import (
@@ -60,6 +62,7 @@ from deltamerge.log.protocol import (
     writer_features,
 )
 from deltamerge.log.snapshot import DeltaLog, Snapshot
+from deltamerge.txn import manifest
 from deltamerge.txn.conflicts import (
     ISOLATION_LEVELS,
     SERIALIZABLE,
@@ -206,6 +209,8 @@ class OptimisticTransaction:
             raise InvalidArgumentError(
                 f"Partition column(s) {missing} are not in the table schema. Partition by existing columns."
             )
+        if SessionConf.PROPERTY_CONSTRAINTS_CHECK.get(self._conf):
+            manifest.check_properties(metadata, self.snapshot)
         self._new_metadata = metadata
         base = self._new_protocol or (self.snapshot.protocol if self.snapshot is not None else None)
         if base is None:
@@ -387,6 +392,8 @@ class OptimisticTransaction:
         version = self._write_with_retries(data, info)
         self.committed_version = version
         self._post_commit(version, metadata)
+        if manifest.manifest_enabled(metadata) and any(isinstance(a, _FILE_ACTIONS) for a in actions):
+            self._update_manifests(version, actions)
         return version
 
     def _max_attempts(self) -> int:
@@ -430,6 +437,23 @@ class OptimisticTransaction:
                 self.log.checkpoint(snapshot)
         except Exception:  # post-commit work is best effort by design
             logger.warning("Post-commit work (checkpoint) failed for version %d", version, exc_info=True)
+
+    def _update_manifests(self, version: int, actions: Sequence[Action]) -> None:
+        # Delta's GenerateSymlinkManifest post-commit hook: unlike the checkpoint, a failure is the
+        # caller's error (readers of the manifests would see stale files), though the commit stands.
+        try:
+            manifest.generate_incremental(
+                self.log.table_root, self.snapshot, self.log.snapshot(version), actions
+            )
+        except UnsupportedOperationError:
+            raise  # deletion vectors or column mapping: Delta raises these as they are
+        except Exception as e:
+            raise PostCommitHookError(
+                f"Committing to the Delta table version {version} succeeded but error while executing "
+                f"post-commit hook {manifest.HOOK_NAME}: {e}. Run 'GENERATE symlink_format_manifest FOR "
+                "TABLE ...' to bring the manifests up to date.",
+                sql_state="2DKD0",
+            ) from e
 
 
 def _fault(point: str, store: Any = None, name: str = "", payload: Any = None) -> None:
