@@ -61,8 +61,19 @@ def test_history_and_describe_read_the_log(spark, table):
     assert "Schema" in _run("describe", table).stdout
 
 
+def test_generate_symlink_manifest(spark, table):
+    result = _run("generate", table)
+    assert result.exit_code == 0, result.output
+    assert "1 manifest(s) written" in result.stdout
+    with open(os.path.join(table, "_symlink_format_manifest", "manifest")) as fh:
+        lines = fh.read().splitlines()
+    assert lines and all(os.path.exists(line[len("file:") :]) for line in lines)
+    result = _run("generate", table, "--mode", "xyz")
+    assert result.exit_code == 1 and "DELTA_MODE_NOT_SUPPORTED" in result.stderr
+
+
 def test_not_a_table_is_exit_2(tmp_path):
-    for command in (["history"], ["describe"], ["changes"], ["vacuum"], ["optimize"]):
+    for command in (["history"], ["describe"], ["changes"], ["vacuum"], ["optimize"], ["generate"]):
         result = _run(*command, str(tmp_path / "nothing"))
         assert result.exit_code == 2, (command, result.output)
         assert "is not a Delta table" in result.stderr

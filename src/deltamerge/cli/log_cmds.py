@@ -137,3 +137,22 @@ def describe(
         ["column", "type", "nullable"],
         [[c["name"], c["type"], c["nullable"]] for c in columns],
     )
+
+
+def generate(
+    path: str = typer.Argument(..., help="Delta table path."),
+    mode: str = typer.Option("symlink_format_manifest", "--mode", help="What to generate."),
+) -> None:
+    """GENERATE symlink_format_manifest: write _symlink_format_manifest/ for Presto, Athena and Hive
+    readers of the table at PATH (reads the log only)."""
+    from deltamerge.log.snapshot import DeltaLog
+    from deltamerge.txn.manifest import generate as run_generate
+
+    root = _table_root(path)
+    with _errors():
+        log = DeltaLog.for_table(root)
+        stats = run_generate(root, log.update() if log.exists() else None, mode)
+    _out().print(
+        f"{root}/_symlink_format_manifest: {stats.files_written} manifest(s) written, "
+        f"{stats.files_deleted} deleted"
+    )
