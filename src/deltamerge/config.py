@@ -179,6 +179,7 @@ class SessionConf:
     TXN_VERSION = _session("write.txnVersion", -1, int)
     MAX_COMMIT_ATTEMPTS = _session("maxCommitAttempts", 10_000_000, int)
     PROPERTY_CONSTRAINTS_CHECK = _session("tablePropertyConstraintsCheck.enabled", True, parse_bool)
+    VACUUM_LITE = _session("vacuum.lite.enabled", False, parse_bool)
     RETENTION_CHECK = _session("retentionDurationCheck.enabled", True, parse_bool)
     DEFAULT_ENABLE_CDF = _session("properties.defaults.enableChangeDataFeed", "", str)
     DEFAULT_ENABLE_DVS = _session("properties.defaults.enableDeletionVectors", "", str)

@@ -9,7 +9,8 @@
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
-  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``VACUUM t [RETAIN n HOURS] [DRY RUN]``,
+  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``,
+  ``VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN]`` (modifiers in any order),
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
   ``REORG TABLE t [WHERE ...] APPLY (PURGE)``, ``GENERATE symlink_format_manifest FOR TABLE t``,
   ``CONVERT TO DELTA parquet.`/path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]`` (a
@@ -56,9 +57,10 @@ _F = re.IGNORECASE | re.DOTALL
 _HISTORY = re.compile(rf"(?:DESC|DESCRIBE)\s+HISTORY\s+{_TABLE}(?:\s+LIMIT\s+(?P<limit>\d+))?", _F)
 _DETAIL = re.compile(rf"(?:DESC|DESCRIBE)\s+DETAIL\s+{_TABLE}", _F)
 _VACUUM = re.compile(
-    rf"VACUUM\s+{_TABLE}(?:\s+(?P<mode>LITE|FULL))?(?:\s+RETAIN\s+(?P<hours>[0-9.]+)\s+HOURS?)?(?P<dry>\s+DRY\s+RUN)?",
-    _F,
+    rf"VACUUM\s+{_TABLE}(?P<mods>(?:\s+(?:LITE|FULL|RETAIN\s+[0-9.]+\s+HOURS?|DRY\s+RUN))*)", _F
 )
+# Delta's vacuum modifiers come in any order, each at most once.
+_VACUUM_MOD = re.compile(r"(?P<mode>LITE|FULL)|RETAIN\s+(?P<hours>[0-9.]+)\s+HOURS?|(?P<dry>DRY\s+RUN)", _F)
 _RESTORE = re.compile(
     rf"RESTORE\s+(?:TABLE\s+)?{_TABLE}\s+(?:TO\s+)?(?P<kind>VERSION|TIMESTAMP)\s+AS\s+OF\s+(?P<value>.+)", _F
 )
@@ -148,16 +150,28 @@ def _detail(spark: SparkSession, m: re.Match[str]) -> DataFrame:
 
 
 def _vacuum(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    if (m.group("mode") or "").upper() == "LITE":
-        raise UnsupportedOperationError("VACUUM LITE is not implemented by deltamerge; use VACUUM [FULL].")
     from deltamerge.io import snapshot_for
     from deltamerge.spark.session import conf_getter
     from deltamerge.vacuum import vacuum_table
 
-    hours = m.group("hours")
+    mode = hours = None
+    dry = False
+    seen: set[str] = set()
+    for mod in _VACUUM_MOD.finditer(m.group("mods")):
+        clause = "LITE/FULL" if mod.group("mode") else "RETAIN" if mod.group("hours") else "DRY RUN"
+        if clause in seen:
+            raise ParseError(
+                f"Found duplicate clauses: {clause}. Please, remove one of them.",
+                error_class="DUPLICATE_CLAUSES",
+            )
+        seen.add(clause)
+        mode = mod.group("mode") or mode
+        hours = mod.group("hours") or hours
+        dry = dry or bool(mod.group("dry"))
     path, _ = _resolve(m.group("table"))
     retention = float(hours) if hours is not None else None
-    deleted = vacuum_table(snapshot_for(path), retention, conf_getter(spark), dry_run=bool(m.group("dry")))
+    lite = None if mode is None else mode.upper() == "LITE"
+    deleted = vacuum_table(snapshot_for(path), retention, conf_getter(spark), dry_run=dry, lite=lite)
     return spark.createDataFrame([(p,) for p in deleted], "path string")
 
 

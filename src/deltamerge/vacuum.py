@@ -1,7 +1,18 @@
-"""VACUUM: delete files the table no longer references, once they are past retention."""
+"""VACUUM: delete files the table no longer references, once they are past retention.
+
+``VACUUM FULL`` (the default) lists the table directory. ``VACUUM LITE`` (Delta 3.3) lists nothing:
+its candidates are the files that commits past the retention window removed (data files, their
+deletion vectors, change-data files), read from the log from just after the window of the last
+vacuum (``_delta_log/_last_vacuum_info``) on. It cannot find files no commit names (a crashed
+writer's), and it refuses to run (``DELTA_CANNOT_VACUUM_LITE``) when commits it would need were
+cleaned up.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import os
 import shutil
 import time
@@ -9,10 +20,18 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from deltamerge.config import SessionConf, TableProperties
-from deltamerge.errors import InvalidArgumentError
-from deltamerge.log.paths import escape_path_name
-from deltamerge.log.snapshot import Snapshot
+from deltamerge.errors import DeltaMergeError, InvalidArgumentError, VersionNotFoundError
+from deltamerge.log.actions import AddCDCFile, RemoveFile
+from deltamerge.log.paths import escape_path_name, is_absolute_path
+from deltamerge.log.replay import list_log
+from deltamerge.log.snapshot import DeltaLog, Snapshot
+from deltamerge.log.store import LogStore
 from deltamerge.spark.write import STAGING_PREFIX
+
+logger = logging.getLogger(__name__)
+
+LAST_VACUUM_INFO = "_last_vacuum_info"
+_WINDOW_KEY = "latestCommitVersionOutsideOfRetentionWindow"
 
 
 def _referenced(snapshot: Snapshot, retention_ms: int, now_ms: int) -> set[str]:
@@ -67,6 +86,68 @@ def _expired(snapshot: Snapshot, retention_ms: int, now_ms: int) -> tuple[list[s
     return staging, files
 
 
+def _last_window(store: LogStore) -> int | None:
+    try:
+        value = json.loads(store.read(LAST_VACUUM_INFO)).get(_WINDOW_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None  # missing or unreadable: as if no vacuum ran (Delta does the same)
+    return int(value) if isinstance(value, int) else None
+
+
+def _save_window(store: LogStore, version: int | None) -> None:
+    payload = {} if version is None else {_WINDOW_KEY: version}
+    try:
+        store.write(LAST_VACUUM_INFO, json.dumps(payload).encode())
+    except OSError:  # only an optimisation for the next VACUUM LITE
+        logger.warning("Could not write %s", LAST_VACUUM_INFO, exc_info=True)
+
+
+def _lite_expired(snapshot: Snapshot, retention_ms: int, now_ms: int) -> tuple[list[str], int | None]:
+    """(files the log says were removed past retention and still exist, the last commit outside the
+    retention window); Delta's ``getFilesFromDeltaLog``."""
+    from deltamerge.deletion_vectors import dv_file_path
+
+    root = snapshot.table_root
+    log = DeltaLog.for_table(root)
+    cutoff = now_ms - retention_ms
+    try:
+        end = log.version_at_timestamp(cutoff)
+    except VersionNotFoundError:
+        return [], None  # no commit is outside the window yet: nothing to vacuum
+    commits = list_log(log.store, 0).commits
+    earliest = min(commits, default=0)
+    last = _last_window(log.store)
+    if earliest != 0 and (last is None or last < earliest):
+        raise DeltaMergeError(
+            "VACUUM LITE cannot delete all eligible files as some files are not referenced by the Delta "
+            "log. Please run VACUUM FULL.",
+            error_class="DELTA_CANNOT_VACUUM_LITE",
+            sql_state="55000",
+        )
+    start = min(snapshot.version, earliest if last is None else last + 1)
+    keep = _referenced(snapshot, retention_ms, now_ms)
+    found: set[str] = set()
+    for version in range(start, end + 1):
+        if version not in commits:
+            continue
+        for a in log.read_commit(version):
+            paths: list[str] = []
+            if isinstance(a, RemoveFile) and (a.deletion_timestamp or 0) < cutoff:
+                paths.append(a.path)
+                dv = a.deletion_vector
+                if dv is not None and dv.storage_type == "u":
+                    paths.append(os.path.relpath(dv_file_path(root, dv), root))
+            elif isinstance(a, AddCDCFile):
+                paths.append(a.path)
+            for p in paths:
+                if p.startswith("file:") or is_absolute_path(p):
+                    continue  # outside the table directory (e.g. a shallow clone's source): not ours
+                rel = unquote(p)
+                if rel not in keep and os.path.isfile(os.path.join(root, rel)):
+                    found.add(rel)
+    return sorted(found), end
+
+
 def vacuum_candidates(snapshot: Snapshot, retention_ms: int, *, now_ms: int) -> list[str]:
     """What ``vacuum`` would delete at ``now_ms``: relative paths, sorted (a dry run)."""
     staging, files = _expired(snapshot, retention_ms, now_ms)
@@ -94,9 +175,11 @@ def vacuum_table(
     conf: Callable[[str], str | None],
     *,
     dry_run: bool = False,
+    lite: bool | None = None,
 ) -> list[str]:
-    """``VACUUM [RETAIN n HOURS] [DRY RUN]`` of the table at ``snapshot``: the absolute paths of the
-    files deleted (with ``dry_run``, of those that would be).
+    """``VACUUM [LITE | FULL] [RETAIN n HOURS] [DRY RUN]`` of the table at ``snapshot``: the absolute
+    paths of the files deleted (with ``dry_run``, of those that would be). ``lite=None`` takes
+    ``spark.databricks.delta.vacuum.lite.enabled`` (default false: FULL).
 
     The retention defaults to the table's ``delta.deletedFileRetentionDuration``. A shorter one is
     refused unless ``spark.databricks.delta.retentionDurationCheck.enabled`` is false (``conf`` reads
@@ -116,5 +199,17 @@ def vacuum_table(
             error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
         )
     now_ms = int(time.time() * 1000)
-    deleted = (vacuum_candidates if dry_run else vacuum)(snapshot, retention_ms, now_ms=now_ms)
-    return [os.path.join(snapshot.table_root, p) for p in deleted]
+    root = snapshot.table_root
+    if lite is None:
+        lite = SessionConf.VACUUM_LITE.get(conf)
+    if not lite:
+        deleted = (vacuum_candidates if dry_run else vacuum)(snapshot, retention_ms, now_ms=now_ms)
+        window = None  # as Delta: a FULL vacuum records no window
+    else:
+        deleted, window = _lite_expired(snapshot, retention_ms, now_ms)
+        for rel in deleted if not dry_run else ():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(root, rel))
+    if not dry_run:
+        _save_window(DeltaLog.for_table(root).store, window)
+    return [os.path.join(root, p) for p in deleted]

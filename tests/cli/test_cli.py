@@ -187,6 +187,10 @@ def test_vacuum(spark, table):
         result = _run("-c", check_off, "vacuum", table, "--retain-hours", "0", "--dry-run")
         assert result.exit_code == 0, result.output
         assert "Would delete 1 file(s)" in result.stdout and os.path.exists(orphan)
+        # LITE reads the log only: no commit names the orphan.
+        result = _run("-c", check_off, "vacuum", table, "--retain-hours", "0", "--lite")
+        assert result.exit_code == 0, result.output
+        assert "Deleted 0 file(s)" in result.stdout and os.path.exists(orphan)
         result = _run("-c", check_off, "vacuum", table, "--retain-hours", "0")
         assert result.exit_code == 0, result.output
         assert "Deleted 1 file(s)" in result.stdout and not os.path.exists(orphan)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import time
 
 import typer
 
@@ -61,33 +59,23 @@ def vacuum(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="List the files that would be deleted; delete nothing."
     ),
+    lite: bool | None = typer.Option(
+        None,
+        "--lite/--full",
+        help="LITE: only files the log says were removed (no directory listing); default FULL.",
+    ),
 ) -> None:
     """Delete files the table at PATH no longer references and that are older than the retention."""
-    from deltamerge import DeltaTable
-    from deltamerge.config import SessionConf, TableProperties
-    from deltamerge.errors import InvalidArgumentError
     from deltamerge.io import snapshot_for
     from deltamerge.spark.session import conf_getter
-    from deltamerge.vacuum import vacuum_candidates
+    from deltamerge.vacuum import vacuum_table
 
     root = _table_root(path)
     with _errors():
         spark = _spark()
-        if not dry_run:
-            deleted = [r[0] for r in DeltaTable.forPath(spark, root).vacuum(retain_hours).collect()]
-        else:
-            snap = snapshot_for(root)
-            default_ms = TableProperties.DELETED_FILE_RETENTION_MS.get(snap.metadata.configuration)
-            retention_ms = default_ms if retain_hours is None else int(retain_hours * 3_600_000)
-            if SessionConf.RETENTION_CHECK.get(conf_getter(spark)) and retention_ms < default_ms:
-                raise InvalidArgumentError(
-                    f"Requested {retention_ms / 3_600_000:g} hours, less than the table's retention of "
-                    f"{default_ms / 3_600_000:g} hours. If no writer is running, set "
-                    "spark.databricks.delta.retentionDurationCheck.enabled=false (--conf).",
-                    error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT",
-                )
-            now_ms = int(time.time() * 1000)
-            deleted = [os.path.join(root, p) for p in vacuum_candidates(snap, retention_ms, now_ms=now_ms)]
+        deleted = vacuum_table(
+            snapshot_for(root), retain_hours, conf_getter(spark), dry_run=dry_run, lite=lite
+        )
     verb = "Would delete" if dry_run else "Deleted"
     typer.echo(f"{verb} {len(deleted)} file(s)")
     for p in deleted:
