@@ -40,229 +40,35 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.identifiers import QUALIFIED, lookup_table
+from deltamerge.identifiers import lookup_table
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
+from deltamerge.sql_common import FLAGS, TABLE_REF, empty_frame, parse_properties, resolve_table, table_node
+from deltamerge.sql_maintenance import HANDLERS
 from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables
 from deltamerge.table_properties import check_properties, set_properties, unset_properties
 
 __all__ = ["run_statement"]
 
-_TABLE = (
-    r"(?P<table>delta\s*\.\s*`(?:[^`]|``)+`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|"
-    rf"{QUALIFIED})"
-)
-_F = re.IGNORECASE | re.DOTALL
-_HISTORY = re.compile(rf"(?:DESC|DESCRIBE)\s+HISTORY\s+{_TABLE}(?:\s+LIMIT\s+(?P<limit>\d+))?", _F)
-_DETAIL = re.compile(rf"(?:DESC|DESCRIBE)\s+DETAIL\s+{_TABLE}", _F)
-_VACUUM = re.compile(
-    rf"VACUUM\s+{_TABLE}(?P<mods>(?:\s+(?:LITE|FULL|RETAIN\s+[0-9.]+\s+HOURS?|DRY\s+RUN))*)", _F
-)
-# Delta's vacuum modifiers come in any order, each at most once.
-_VACUUM_MOD = re.compile(r"(?P<mode>LITE|FULL)|RETAIN\s+(?P<hours>[0-9.]+)\s+HOURS?|(?P<dry>DRY\s+RUN)", _F)
-_RESTORE = re.compile(
-    rf"RESTORE\s+(?:TABLE\s+)?{_TABLE}\s+(?:TO\s+)?(?P<kind>VERSION|TIMESTAMP)\s+AS\s+OF\s+(?P<value>.+)", _F
-)
-_OPTIMIZE = re.compile(
-    rf"OPTIMIZE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?", _F
-)
-_REORG = re.compile(
-    rf"REORG\s+TABLE\s+{_TABLE}(?:\s+WHERE\s+(?P<where>.+?))?\s+APPLY\s*\(\s*(?P<apply>.+?)\s*\)", _F
-)
-_CONVERT = re.compile(
-    rf"CONVERT\s+TO\s+DELTA\s+(?P<table>{QUALIFIED})"
-    r"(?P<nostats>\s+NO\s+STATISTICS)?(?:\s+PARTITIONED\s+BY\s*\((?P<parts>.*)\))?",
-    _F,
-)
-_GENERATE = re.compile(rf"GENERATE\s+(?P<mode>\w+|`(?:[^`]|``)+`)\s+FOR\s+TABLE\s+{_TABLE}", _F)
-_ALTER = re.compile(rf"ALTER\s+TABLE\s+{_TABLE}\s+(?P<rest>.+)", _F)
-_SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", _F)
-_UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", _F)
-_DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", _F)
-_INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", _F)
-_CREATE = re.compile(r"(?P<head>(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE)\s", _F)
+_ALTER = re.compile(rf"ALTER\s+TABLE\s+{TABLE_REF}\s+(?P<rest>.+)", FLAGS)
+_SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", FLAGS)
+_UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", FLAGS)
+_DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", FLAGS)
+_INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", FLAGS)
+_CREATE = re.compile(r"(?P<head>(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE)\s", FLAGS)
 _USING_DELTA = re.compile(r"\bUSING\s+delta\b", re.IGNORECASE)
 _TABLE_CHANGES = re.compile(r"\btable_changes(?P<by_path>_by_path)?\s*\(", re.IGNORECASE)
 _COMMENTS = re.compile(r"^\s*(?:--[^\n]*\n|/\*.*?\*/)\s*", re.DOTALL)
 _LITERAL = re.compile(r"\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[-+]?\d+|[\w.`]+)\s*")
-_PROP = re.compile(
-    r"\s*(?P<key>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]+`|[\w.]+)"
-    r"(?:\s*=?\s*(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w.+-]+))?\s*(?:,|$)",
-    re.DOTALL,
-)
-
-
-def _empty(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], StructType([]))
-
-
-# --- tables ----------------------------------------------------------------------------------------
-
-
-def _resolve(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
-    """(path, name) of a table reference in statement text."""
-    text = text.strip()
-    m = re.fullmatch(r"delta\s*\.\s*(`(?:[^`]|``)+`)", text, re.IGNORECASE)
-    if m:
-        return _unquote(m.group(1)), None
-    if allow_path and text[:1] in "'\"":
-        return _unquote(text), None
-    parts = [_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text)]
-    found = lookup_table(parts)
-    if found is None:
-        name = ".".join(parts)
-        raise TableNotFoundError(
-            f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
-            "register it with deltamerge.register_table(spark, name, path).",
-            error_class="TABLE_OR_VIEW_NOT_FOUND",
-        )
-    return found[0], found[1].split(".")[-1]
-
-
-def _table_node(table: exp.Table) -> tuple[str, str | None, str | None]:
-    """(path, alias, name) of a sqlglot table node."""
-    db = table.args.get("db")
-    alias = table.alias or None
-    if db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None:
-        return table.name, alias, None
-    path, name = _resolve(".".join(p.name for p in table.parts), allow_path=False)
-    return path, alias or name, name
-
-
-def _delta_table(spark: SparkSession, text: str):  # type: ignore[no-untyped-def]
-    from deltamerge.table import DeltaTable
-
-    path, name = _resolve(text)
-    return DeltaTable.forPath(spark, path) if name is None else DeltaTable(spark, path, name=name)
 
 
 # --- statements ------------------------------------------------------------------------------------
 
 
-def _history(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    limit = m.group("limit")
-    return _delta_table(spark, m.group("table")).history(int(limit) if limit else None)
-
-
-def _detail(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    return _delta_table(spark, m.group("table")).detail()
-
-
-def _vacuum(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    from deltamerge.io import snapshot_for
-    from deltamerge.spark.session import conf_getter
-    from deltamerge.vacuum import vacuum_table
-
-    mode = hours = None
-    dry = False
-    seen: set[str] = set()
-    for mod in _VACUUM_MOD.finditer(m.group("mods")):
-        clause = "LITE/FULL" if mod.group("mode") else "RETAIN" if mod.group("hours") else "DRY RUN"
-        if clause in seen:
-            raise ParseError(
-                f"Found duplicate clauses: {clause}. Please, remove one of them.",
-                error_class="DUPLICATE_CLAUSES",
-            )
-        seen.add(clause)
-        mode = mod.group("mode") or mode
-        hours = mod.group("hours") or hours
-        dry = dry or bool(mod.group("dry"))
-    path, _ = _resolve(m.group("table"))
-    retention = float(hours) if hours is not None else None
-    lite = None if mode is None else mode.upper() == "LITE"
-    deleted = vacuum_table(snapshot_for(path), retention, conf_getter(spark), dry_run=dry, lite=lite)
-    return spark.createDataFrame([(p,) for p in deleted], "path string")
-
-
-def _generate(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    _delta_table(spark, m.group("table")).generate(_unquote(m.group("mode")))
-    return _empty(spark)
-
-
-def _restore(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    from deltamerge.builders import restore
-
-    table = _delta_table(spark, m.group("table"))
-    value = m.group("value").strip()
-    if m.group("kind").upper() == "VERSION":
-        if not re.fullmatch(r"\d+", value):
-            raise ParseError(f"RESTORE ... VERSION AS OF expects a version number, got {value!r}.")
-        return restore(spark, table.path, version=int(value))
-    if value[:1] not in "'\"":
-        raise ParseError(f"RESTORE ... TIMESTAMP AS OF expects a timestamp string, got {value!r}.")
-    return restore(spark, table.path, timestamp=_unquote(value))
-
-
-def _optimize(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    from deltamerge.builders import optimize
-
-    where = m.group("where")
-    zorder: list[str] = []
-    if m.group("zorder"):
-        text = re.sub(r"^\s*ZORDER\s+BY\s*", "", m.group("zorder"), flags=re.IGNORECASE).strip()
-        if text.startswith("(") and text.endswith(")"):
-            text = text[1:-1]
-        # Commas outside backticks separate the columns.
-        zorder = [c.strip() for c in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", text)]
-        if not all(re.fullmatch(QUALIFIED, c) for c in zorder):
-            raise ParseError(
-                f"Syntax error in ZORDER BY: {m.group('zorder').strip()!r}; expected column names.",
-                error_class="PARSE_SYNTAX_ERROR",
-            )
-    return optimize(
-        spark, _delta_table(spark, m.group("table")).path, [where] if where else [], zorder_by=zorder
-    )
-
-
-def _reorg(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    from deltamerge.builders import optimize
-
-    if not re.fullmatch(r"PURGE", m.group("apply"), re.IGNORECASE):
-        raise UnsupportedOperationError(
-            f"REORG TABLE ... APPLY ({m.group('apply')}) is not implemented by deltamerge; APPLY (PURGE) is.",
-            error_class="DELTA_UNSUPPORTED_OPERATION",
-        )
-    where = m.group("where")
-    return optimize(spark, _delta_table(spark, m.group("table")).path, [where] if where else [], purge=True)
-
-
-def _convert(spark: SparkSession, m: re.Match[str]) -> DataFrame:
-    from deltamerge.convert import convert_identifier
-
-    schema = None
-    if m.group("parts") is not None:
-        try:
-            parsed = DataType.fromDDL(m.group("parts"))
-        except Exception as e:
-            raise ParseError(f"Cannot parse PARTITIONED BY ({m.group('parts')}): {e}") from None
-        if not isinstance(parsed, StructType):
-            raise ParseError(f"PARTITIONED BY expects `column type` pairs, got ({m.group('parts')}).")
-        schema = parsed
-    convert_identifier(spark, m.group("table"), schema, collect_stats=not m.group("nostats"))
-    return _empty(spark)
-
-
-def _properties(text: str, *, keys_only: bool) -> dict[str, str]:
-    out: dict[str, str] = {}
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        m = _PROP.match(text, pos)
-        if m is None or m.end() == pos:
-            raise ParseError(f"Cannot parse the table property list ({text}).")
-        key = _unquote(m.group("key"))
-        value = m.group("value")
-        if value is None and not keys_only:
-            raise ParseError(f"Table property {key!r} needs a value ('key' = 'value').")
-        out[key] = "" if value is None else _unquote(value)
-        pos = m.end()
-    return out
-
-
 def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
     try:
-        path, _name = _resolve(m.group("table"), allow_path=False)
+        path, _name = resolve_table(m.group("table"), allow_path=False)
     except TableNotFoundError:
         return None  # not a deltamerge table: Spark's ALTER TABLE
     rest = m.group("rest").strip()
@@ -271,18 +77,18 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
         from deltamerge.sql_alter import run_alter_columns
 
         if run_alter_columns(spark, path, rest):
-            return _empty(spark)
+            return empty_frame(spark)
         raise UnsupportedOperationError(
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
             "SET / UNSET TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
         )
     if set_m is not None:
-        set_properties(spark, path, _properties(set_m.group("props"), keys_only=False))
+        set_properties(spark, path, parse_properties(set_m.group("props"), keys_only=False))
     else:
         assert unset_m is not None
-        keys = list(_properties(unset_m.group("props"), keys_only=True))
+        keys = list(parse_properties(unset_m.group("props"), keys_only=True))
         unset_properties(spark, path, keys, if_exists=bool(unset_m.group("ifexists")))
-    return _empty(spark)
+    return empty_frame(spark)
 
 
 def _parse(text: str) -> exp.Expression:
@@ -300,7 +106,7 @@ def _dml_target(spark: SparkSession, table: exp.Table, operation: str) -> tuple[
     from deltamerge import views
 
     try:
-        path, alias, _name = _table_node(table)
+        path, alias, _name = table_node(table)
         return path, alias
     except TableNotFoundError:
         name = ".".join(p.name for p in table.parts)
@@ -363,7 +169,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
         and lookup_table([p.name for p in target.parts]) is None
     ):
         return None
-    path, _alias, _name = _table_node(target)
+    path, _alias, _name = table_node(target)
     if target.args.get("partition") is not None or statement.args.get("where") is not None:
         raise UnsupportedOperationError(
             "INSERT with a PARTITION clause or REPLACE WHERE is not supported by deltamerge; put the "
@@ -402,7 +208,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
         ]
     )
     write(data, path, mode="overwrite" if statement.args.get("overwrite") else "append")
-    return _empty(spark)
+    return empty_frame(spark)
 
 
 def _column(node: exp.ColumnDef) -> StructField:
@@ -491,7 +297,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
         comment=comment,
         data=data,
     )
-    return _empty(spark)
+    return empty_frame(spark)
 
 
 def _table_changes(spark: SparkSession, text: str) -> DataFrame:
@@ -523,7 +329,7 @@ def _table_changes(spark: SparkSession, text: str) -> DataFrame:
         if len(args) not in (2, 3):
             raise ParseError("table_changes takes a table and a start (and an optional end).")
         table = _unquote(args[0])
-        path = _unquote(table) if m.group("by_path") else _resolve(table)[0]
+        path = _unquote(table) if m.group("by_path") else resolve_table(table)[0]
         bounds: dict[str, object] = {}
         for arg, kind in zip(args[1:], ("starting", "ending"), strict=False):
             if re.fullmatch(r"[-+]?\d+", arg):
@@ -550,14 +356,7 @@ def _refresh_named(spark: SparkSession, text: str) -> None:
 
 
 _HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], DataFrame | None]]] = [
-    (_HISTORY, _history),
-    (_DETAIL, _detail),
-    (_VACUUM, _vacuum),
-    (_RESTORE, _restore),
-    (_OPTIMIZE, _optimize),
-    (_REORG, _reorg),
-    (_CONVERT, _convert),
-    (_GENERATE, _generate),
+    *HANDLERS,
     (_ALTER, _alter),
 ]
 

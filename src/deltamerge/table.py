@@ -278,6 +278,83 @@ class DeltaTable:
         log = DeltaLog.for_table(self._path)
         generate(self._path, log.update() if log.exists() else None, mode)
 
+    # --- CLONE ---------------------------------------------------------------------------------------
+
+    def clone(
+        self,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        """SHALLOW CLONE of the latest version to ``target`` (an absolute path or a table name): a new
+        table reading this table's files; ``replace`` replaces a table there; ``properties`` override
+        this table's. Deep clones are refused, as in open-source Delta."""
+        return self._clone(target, isShallow, replace, properties)
+
+    def cloneAtVersion(
+        self,
+        version: int,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        """:meth:`clone` of the table as of ``version``."""
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError(f"version needs to be an int but got '{type(version)}'.")
+        return self._clone(target, isShallow, replace, properties, version=version)
+
+    def cloneAtTimestamp(
+        self,
+        timestamp: str,
+        target: str,
+        isShallow: bool = False,
+        replace: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> DeltaTable:
+        """:meth:`clone` of the table as of ``timestamp`` (``yyyy-MM-dd[ HH:mm:ss]``)."""
+        if not isinstance(timestamp, str):
+            raise ValueError(f"timestamp needs to be a string but got '{type(timestamp)}'.")
+        return self._clone(target, isShallow, replace, properties, timestamp=timestamp)
+
+    def _clone(
+        self,
+        target: str,
+        shallow: bool,
+        replace: bool,
+        properties: dict[str, str] | None,
+        *,
+        version: int | None = None,
+        timestamp: str | None = None,
+    ) -> DeltaTable:
+        from deltamerge.builders.cloning import clone_to
+
+        for value, what in ((target, "target"),):
+            if not isinstance(value, str):
+                raise ValueError(f"{what} needs to be a string but got '{type(value)}'.")
+        for flag, what in ((shallow, "isShallow"), (replace, "replace")):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{what} needs to be a boolean but got '{type(flag)}'.")
+        if properties is not None:
+            if not isinstance(properties, dict):
+                raise ValueError(f"properties needs to be a dict but got '{type(properties)}'.")
+            for k, v in properties.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise ValueError(f"All property keys and values including {k} needs to be a string.")
+        root, _ = clone_to(
+            self._spark,
+            self._path,
+            self._name,
+            target,
+            shallow=shallow,
+            mode="createOrReplace" if replace else "create",
+            properties=properties,
+            version=version,
+            timestamp=timestamp,
+        )
+        return DeltaTable.forPath(self._spark, root)
+
     # --- MERGE ---------------------------------------------------------------------------------------
 
     def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:

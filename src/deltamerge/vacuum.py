@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import DeltaMergeError, InvalidArgumentError, VersionNotFoundError
 from deltamerge.log.actions import AddCDCFile, RemoveFile
-from deltamerge.log.paths import escape_path_name, is_absolute_path
+from deltamerge.log.paths import absolute_file_path, escape_path_name, is_absolute_path
 from deltamerge.log.replay import list_log
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.log.store import LogStore
@@ -34,18 +34,27 @@ LAST_VACUUM_INFO = "_last_vacuum_info"
 _WINDOW_KEY = "latestCommitVersionOutsideOfRetentionWindow"
 
 
+def _relative(root: str, path: str) -> str:
+    """An add/remove path as a path relative to ``root`` (absolute paths inside the table too: a
+    shallow clone of a table unto itself, or another engine's writer, may name its files that way)."""
+    if not (path.startswith("file:") or is_absolute_path(path)):
+        return unquote(path)
+    return os.path.relpath(absolute_file_path(root, path), root)
+
+
 def _referenced(snapshot: Snapshot, retention_ms: int, now_ms: int) -> set[str]:
+    from deltamerge.deletion_vectors import dv_file_path
+
+    root = snapshot.table_root
     keep: set[str] = set()
     for f in snapshot.files:
-        keep.add(unquote(f.path))
+        keep.add(_relative(root, f.path))
         dv = f.deletion_vector
-        if dv is not None and dv.storage_type == "u":
-            from deltamerge.deletion_vectors import dv_file_path
-
-            keep.add(os.path.relpath(dv_file_path(snapshot.table_root, dv), snapshot.table_root))
+        if dv is not None and dv.storage_type in ("u", "p"):
+            keep.add(os.path.relpath(dv_file_path(root, dv), root))
     for r in snapshot.tombstones:
         if (r.deletion_timestamp or 0) > now_ms - retention_ms:
-            keep.add(unquote(r.path))
+            keep.add(_relative(root, r.path))
     return keep
 
 
@@ -140,9 +149,9 @@ def _lite_expired(snapshot: Snapshot, retention_ms: int, now_ms: int) -> tuple[l
             elif isinstance(a, AddCDCFile):
                 paths.append(a.path)
             for p in paths:
-                if p.startswith("file:") or is_absolute_path(p):
+                rel = _relative(root, p)
+                if rel.startswith(".."):
                     continue  # outside the table directory (e.g. a shallow clone's source): not ours
-                rel = unquote(p)
                 if rel not in keep and os.path.isfile(os.path.join(root, rel)):
                     found.add(rel)
     return sorted(found), end

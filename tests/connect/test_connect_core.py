@@ -526,3 +526,17 @@ def test_symlink_manifest(connect_spark, path):
     with open(os.path.join(root, "v=1", "manifest")) as fh:
         listed = fh.read().split()
     assert listed and all(os.path.exists(p[len("file:") :]) for p in listed)
+
+
+def test_shallow_clone(connect_spark, path):
+    spark = connect_spark
+    rows = [(i, i % 3, f"n{i}") for i in range(6)]
+    deltamerge.write(spark.createDataFrame(rows, SCHEMA), path)
+    target = path + "_clone"
+    clone = DeltaTable.forPath(spark, path).clone(target, isShallow=True)
+    assert _rows(clone.toDF()) == _rows(deltamerge.read(spark, path))
+    statement = f"CREATE TABLE delta.`{target}_sql` SHALLOW CLONE delta.`{path}` VERSION AS OF 0"
+    out = deltamerge.sql(spark, statement)
+    assert out.collect()[0]["source_num_of_files"] == len(snapshot_for(path).files)
+    clone.delete("v = 0")
+    assert len(_rows(deltamerge.read(spark, path))) == 6

@@ -1,0 +1,96 @@
+"""What the SQL front's statement modules share: the table-reference pattern, its resolution to a
+path or registered name, property lists, and the empty result."""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+from sqlglot import exp
+
+from deltamerge.errors import ParseError, TableNotFoundError
+from deltamerge.identifiers import QUALIFIED, lookup_table
+from deltamerge.identifiers import unquote as _unquote
+
+__all__ = [
+    "FLAGS",
+    "TABLE_REF",
+    "delta_table",
+    "empty_frame",
+    "parse_properties",
+    "resolve_table",
+    "table_node",
+]
+
+TABLE_REF = (
+    r"(?P<table>delta\s*\.\s*`(?:[^`]|``)+`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|"
+    rf"{QUALIFIED})"
+)
+FLAGS = re.IGNORECASE | re.DOTALL
+_PROP = re.compile(
+    r"\s*(?P<key>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]+`|[\w.]+)"
+    r"(?:\s*=?\s*(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w.+-]+))?\s*(?:,|$)",
+    re.DOTALL,
+)
+
+
+def empty_frame(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], StructType([]))
+
+
+# --- tables ----------------------------------------------------------------------------------------
+
+
+def resolve_table(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
+    """(path, name) of a table reference in statement text."""
+    text = text.strip()
+    m = re.fullmatch(r"delta\s*\.\s*(`(?:[^`]|``)+`)", text, re.IGNORECASE)
+    if m:
+        return _unquote(m.group(1)), None
+    if allow_path and text[:1] in "'\"":
+        return _unquote(text), None
+    parts = [_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text)]
+    found = lookup_table(parts)
+    if found is None:
+        name = ".".join(parts)
+        raise TableNotFoundError(
+            f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
+            "register it with deltamerge.register_table(spark, name, path).",
+            error_class="TABLE_OR_VIEW_NOT_FOUND",
+        )
+    return found[0], found[1].split(".")[-1]
+
+
+def table_node(table: exp.Table) -> tuple[str, str | None, str | None]:
+    """(path, alias, name) of a sqlglot table node."""
+    db = table.args.get("db")
+    alias = table.alias or None
+    if db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None:
+        return table.name, alias, None
+    path, name = resolve_table(".".join(p.name for p in table.parts), allow_path=False)
+    return path, alias or name, name
+
+
+def delta_table(spark: SparkSession, text: str):  # type: ignore[no-untyped-def]
+    from deltamerge.table import DeltaTable
+
+    path, name = resolve_table(text)
+    return DeltaTable.forPath(spark, path) if name is None else DeltaTable(spark, path, name=name)
+
+
+def parse_properties(text: str, *, keys_only: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _PROP.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ParseError(f"Cannot parse the table property list ({text}).")
+        key = _unquote(m.group("key"))
+        value = m.group("value")
+        if value is None and not keys_only:
+            raise ParseError(f"Table property {key!r} needs a value ('key' = 'value').")
+        out[key] = "" if value is None else _unquote(value)
+        pos = m.end()
+    return out
