@@ -17,13 +17,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from deltamerge import catalog
-from deltamerge.builders.creation import _register_name, table_location
+from deltamerge.builders.creation import _register_name, replace_missing_error, table_location
 from deltamerge.config import TableProperties
 from deltamerge.deletion_vectors import dv_file_path
 from deltamerge.errors import (
     AnalysisError,
     InvalidArgumentError,
-    TableNotFoundError,
     UnsupportedOperationError,
 )
 from deltamerge.log import column_mapping
@@ -109,11 +108,7 @@ def shallow_clone(
             error_class="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
         )
     if mode == "replace" and not exists:
-        raise TableNotFoundError(
-            f"Table {shown} cannot be replaced as it does not exist. Use CREATE OR REPLACE TABLE to create "
-            "the table.",
-            error_class="DELTA_CANNOT_REPLACE_MISSING_TABLE",
-        )
+        raise replace_missing_error(shown)
     if not exists:
         _check_target_dir(root, shown)
 

@@ -66,6 +66,15 @@ def _register_name(name: str) -> str:
     return parts[0]
 
 
+def replace_missing_error(shown: str) -> TableNotFoundError:
+    """REPLACE TABLE of a table that does not exist (Delta's ``DELTA_CANNOT_REPLACE_MISSING_TABLE``)."""
+    return TableNotFoundError(
+        f"Table {shown} cannot be replaced as it does not exist. Use CREATE OR REPLACE TABLE to create the "
+        "table.",
+        error_class="DELTA_CANNOT_REPLACE_MISSING_TABLE",
+    )
+
+
 def _check_schema(schema: StructType, partition_by: Sequence[str]) -> list[str]:
     from deltamerge.io import _check_names
 
@@ -139,11 +148,7 @@ def create_table(
             error_class="DELTA_TABLE_ALREADY_EXISTS",
         )
     if mode == "replace" and not exists:
-        raise TableNotFoundError(
-            f"Table {shown} cannot be replaced as it does not exist. "
-            "Use CREATE OR REPLACE TABLE to create the table.",
-            error_class="DELTA_CANNOT_REPLACE_MISSING_TABLE",
-        )
+        raise replace_missing_error(shown)
     if data is not None:
         schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in data.schema.fields])
     if (schema is None or not schema.fields) and mode in ("replace", "createOrReplace"):
