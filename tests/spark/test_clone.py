@@ -52,6 +52,9 @@ def test_shallow_clone_reads_the_source_files_and_writes_only_its_own(spark, tmp
     snap = snapshot_for(target)
     assert snap.metadata.id != snapshot_for(source).metadata.id
     assert snap.metadata.partition_columns == ("p",)
+    src_meta = snapshot_for(source).metadata
+    assert (snap.metadata.schema, snap.metadata.configuration) == (src_meta.schema, src_meta.configuration)
+    assert (snap.metadata.name, snap.metadata.description, snap.app_versions) == (None, None, {})
     assert all(f.path.startswith("file:/") and f.data_change for f in snap.files)
     last = clone.history(1).collect()[0]
     assert last["operation"] == "CLONE"
