@@ -35,7 +35,6 @@ from sqlglot import exp
 
 from deltamerge import catalog
 from deltamerge.errors import (
-    AnalysisError,
     ParseError,
     TableNotFoundError,
     UnsupportedOperationError,
@@ -148,11 +147,6 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     """INSERT INTO / INSERT OVERWRITE [TABLE] t [(cols)] <query>: by position (or BY NAME), values
     cast to the table's column types as Spark's store assignment does; None when ``t`` is not a
     Delta table deltamerge knows (Spark then runs the statement)."""
-    from pyspark.sql import functions as F
-
-    from deltamerge.io import snapshot_for, write
-    from deltamerge.spark.types import to_spark_schema
-
     statement = _parse(text)
     if not isinstance(statement, exp.Insert):
         return None
@@ -179,35 +173,15 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     with_ = statement.args.get("with_") or statement.args.get("with")
     prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
     data = sql_with_delta_tables(spark, prefix + query.sql(dialect=DIALECT))
-    schema = to_spark_schema(snapshot_for(path).metadata.schema_string)
-    fields = {f.name.lower(): f for f in schema.fields}
-    if statement.args.get("by_name"):
-        names = list(data.columns)
-    else:
-        names = columns if columns is not None else [f.name for f in schema.fields]
-    unknown = [n for n in names if n.lower() not in fields]
-    if unknown:
-        raise AnalysisError(
-            f"A column or function parameter with name `{unknown[0]}` cannot be resolved. The table's "
-            f"columns are {', '.join(f.name for f in schema.fields)}.",
-            error_class="UNRESOLVED_COLUMN.WITH_SUGGESTION",
-        )
-    if len(names) != len(data.columns):
-        which = "NOT_ENOUGH_DATA_COLUMNS" if len(data.columns) < len(names) else "TOO_MANY_DATA_COLUMNS"
-        raise AnalysisError(
-            f"Cannot write to the Delta table at {path}: the query has {len(data.columns)} column(s) and "
-            f"the table expects {len(names)} ({', '.join(names)}). List the columns to insert, e.g. "
-            "INSERT INTO t (a, b) SELECT ...",
-            error_class=f"INSERT_COLUMN_ARITY_MISMATCH.{which}",
-        )
-    positional = data.toDF(*[f"_c{i}" for i in range(len(names))])  # query columns may share a name
-    data = positional.select(
-        *[
-            F.col(f"_c{i}").cast(fields[n.lower()].dataType).alias(fields[n.lower()].name)
-            for i, n in enumerate(names)
-        ]
+    from deltamerge.configure.writes import insert_rows
+
+    insert_rows(
+        data,
+        path,
+        columns=columns,
+        by_name=bool(statement.args.get("by_name")),
+        overwrite=bool(statement.args.get("overwrite")),
     )
-    write(data, path, mode="overwrite" if statement.args.get("overwrite") else "append")
     return empty_frame(spark)
 
 

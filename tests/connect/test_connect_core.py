@@ -296,6 +296,9 @@ def test_format_delta_reads_and_writes(connect_spark, tmp_path):
             df.write.format("delta").mode("append").saveAsTable(name)
             assert spark.read.option("versionAsOf", 0).table(name).count() == 3
             assert DeltaTable.forName(spark, name).toDF().count() == 6
+            df.limit(1).write.insertInto(name)
+            df.limit(1).write.insertInto(name, overwrite=True)
+            assert spark.read.table(name).count() == 1
             location = deltamerge.catalog.path_for_name(name)
             assert os.path.basename(location) == name
         finally:

@@ -163,6 +163,39 @@ def test_save_as_table_and_read_table(dspark, base, tmp_path):
             shutil.rmtree(location, ignore_errors=True)
 
 
+def test_insert_into_by_position(dspark, base, tmp_path, spark_conf):
+    name = f"ins_{uuid.uuid4().hex[:8]}"
+    path = str(tmp_path / "t")
+    base.write.format("delta").partitionBy("p").save(path)
+    deltamerge.register_table(dspark, name, path)
+    try:
+        # By position, not by name, and cast to the table's types (as Spark's insertInto does).
+        new = dspark.createDataFrame([(4, 9, "x")], "v long, id int, p string").select("v", "id", "p")
+        new.write.insertInto(name)
+        assert (4, "9", "x") in _rows(dspark.read.table(name))
+        assert _ops(dspark, path)[0] == "WRITE"
+        # overwrite=True replaces the table (static); the writer's mode counts when overwrite is None.
+        dspark.createDataFrame([(7, "g", "y")], SCHEMA).write.insertInto(name, overwrite=True)
+        assert _rows(dspark.read.table(name)) == [(7, "g", "y")]
+        dspark.createDataFrame([(8, "h", "z")], SCHEMA).write.mode("append").insertInto(f"delta.`{path}`")
+        assert _rows(dspark.read.table(name)) == [(7, "g", "y"), (8, "h", "z")]
+        # Dynamic partition overwrite from the session setting: only partition z is replaced.
+        spark_conf({"spark.sql.sources.partitionOverwriteMode": "dynamic"})
+        dspark.createDataFrame([(9, "i", "z")], SCHEMA).write.mode("overwrite").insertInto(name)
+        assert _rows(dspark.read.table(name)) == [(7, "g", "y"), (9, "i", "z")]
+        # SQL INSERT OVERWRITE honours it too.
+        deltamerge.sql(dspark, f"INSERT OVERWRITE {name} SELECT 10, 'j', 'y'")
+        assert _rows(dspark.read.table(name)) == [(9, "i", "z"), (10, "j", "y")]
+        version = DeltaTable.forPath(dspark, path).version()
+        with pytest.raises(DeltaMergeError, match="INSERT_COLUMN_ARITY_MISMATCH"):
+            dspark.createDataFrame([(1, "a")], "id int, v string").write.insertInto(name)
+        with pytest.raises(DeltaMergeError, match="partitionBy"):
+            base.write.partitionBy("p").insertInto(name)
+        assert DeltaTable.forPath(dspark, path).version() == version
+    finally:
+        deltamerge.unregister_table(dspark, name)
+
+
 def test_reader_errors(dspark, base, tmp_path):
     path = str(tmp_path / "t")
     base.write.format("delta").save(path)

@@ -1,8 +1,8 @@
 """``format("delta")`` for ``spark.read`` and ``df.write``: ``deltamerge.configure(spark)``.
 
 PySpark has no JVM ``delta`` data source here (no Delta jars), so the Python side intercepts:
-``configure`` wraps ``load``/``table`` of ``DataFrameReader`` and ``save``/``saveAsTable`` of
-``DataFrameWriter``, for classic PySpark and for Spark Connect. When the chosen format is
+``configure`` wraps ``load``/``table`` of ``DataFrameReader`` and ``save``/``saveAsTable``/``insertInto``
+of ``DataFrameWriter``, for classic PySpark and for Spark Connect. When the chosen format is
 ``delta`` (case-insensitive, or ``spark.sql.sources.default`` is ``delta`` and no format was
 chosen) they call deltamerge; any other format goes to PySpark's own method untouched.
 
@@ -24,6 +24,7 @@ Writes::
     df.write.format("delta").mode("overwrite").option("replaceWhere", "day >= '2024-05-01'").save(path)
     df.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
     df.write.format("delta").saveAsTable("events")   # under spark.sql.warehouse.dir, name registered
+    df.write.insertInto("events", overwrite=False)   # by position, as INSERT INTO events SELECT ...
 
 ``replaceWhere`` and dynamic partition overwrite are one ``WRITE`` commit each (they run on the
 MERGE machinery: rows to replace are deleted and the new rows inserted in one transaction, with
@@ -51,7 +52,13 @@ from deltamerge.configure.state import (
     mirror_partition_by,
     mirror_schema,
 )
-from deltamerge.configure.writes import delta_save, delta_save_as_table, wrap_save, wrap_save_as_table
+from deltamerge.configure.writes import (
+    delta_save,
+    delta_save_as_table,
+    wrap_insert_into,
+    wrap_save,
+    wrap_save_as_table,
+)
 
 __all__ = [
     "REPLACE_WHERE_CONSTRAINT_CHECK",
@@ -140,6 +147,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
                 "partitionBy": mirror_partition_by,
                 "save": wrap_save,
                 "saveAsTable": wrap_save_as_table,
+                "insertInto": wrap_insert_into,
             },
         ),
     ]
@@ -149,7 +157,10 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
         return targets
     targets += [
         (connect.DataFrameReader, {"load": wrap_load, "table": wrap_table}),
-        (connect.DataFrameWriter, {"save": wrap_save, "saveAsTable": wrap_save_as_table}),
+        (
+            connect.DataFrameWriter,
+            {"save": wrap_save, "saveAsTable": wrap_save_as_table, "insertInto": wrap_insert_into},
+        ),
     ]
     return targets
 

@@ -122,6 +122,84 @@ def delta_save(
         raise
 
 
+def insert_rows(
+    data: Any,
+    path: str,
+    *,
+    columns: Sequence[str] | None = None,
+    by_name: bool = False,
+    overwrite: bool = False,
+    options: Mapping[str, str] | None = None,
+) -> int | None:
+    """INSERT INTO / INSERT OVERWRITE and ``df.write.insertInto``: ``data``'s columns go to the table's
+    columns (or ``columns``) by position (by name with ``by_name``), cast to their types as Spark's
+    store assignment does; an overwrite is static or, with ``partitionOverwriteMode`` = dynamic (the
+    option or the session setting), replaces only the partitions the rows fall into."""
+    from pyspark.sql import functions as F
+
+    from deltamerge.errors import AnalysisError
+    from deltamerge.io import snapshot_for
+    from deltamerge.spark.types import to_spark_schema
+
+    schema = to_spark_schema(snapshot_for(path).metadata.schema_string)
+    fields = {f.name.lower(): f for f in schema.fields}
+    names = (
+        list(data.columns)
+        if by_name
+        else list(columns)
+        if columns is not None
+        else [f.name for f in schema.fields]
+    )
+    unknown = [n for n in names if n.lower() not in fields]
+    if unknown:
+        raise AnalysisError(
+            f"A column or function parameter with name `{unknown[0]}` cannot be resolved. The table's "
+            f"columns are {', '.join(f.name for f in schema.fields)}.",
+            error_class="UNRESOLVED_COLUMN.WITH_SUGGESTION",
+        )
+    if len(names) != len(data.columns):
+        which = "NOT_ENOUGH_DATA_COLUMNS" if len(data.columns) < len(names) else "TOO_MANY_DATA_COLUMNS"
+        raise AnalysisError(
+            f"Cannot write to the Delta table at {path}: the query has {len(data.columns)} column(s) and "
+            f"the table expects {len(names)} ({', '.join(names)}). List the columns to insert, e.g. "
+            "INSERT INTO t (a, b) SELECT ...",
+            error_class=f"INSERT_COLUMN_ARITY_MISMATCH.{which}",
+        )
+    positional = data.toDF(*[f"_c{i}" for i in range(len(names))])  # query columns may share a name
+    data = positional.select(
+        *[
+            F.col(f"_c{i}").cast(fields[n.lower()].dataType).alias(fields[n.lower()].name)
+            for i, n in enumerate(names)
+        ]
+    )
+    return delta_save(data, path, "overwrite" if overwrite else "append", [], dict(options or {}))
+
+
+def wrap_insert_into(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def insertInto(self: Any, tableName: str, overwrite: bool | None = None) -> None:
+        from deltamerge import catalog
+        from deltamerge.errors import AnalysisError
+
+        path = delta_path_identifier(tableName) if isinstance(tableName, str) else None
+        if path is None and isinstance(tableName, str):
+            path = catalog.path_for_name(unqualified(tableName))
+        if path is None:
+            return original(self, tableName, overwrite)  # not a deltamerge table: Spark's insertInto
+        _fmt, opts, mode, parts = writer_state(self)
+        if parts:
+            raise AnalysisError(
+                "insertInto() can't be used together with partitionBy(). Partition columns have already "
+                "been defined for the table. It is not necessary to use partitionBy().",
+                error_class="_LEGACY_ERROR_TEMP_1309",
+            )
+        replace = overwrite if overwrite is not None else _save_mode(mode) == "overwrite"
+        insert_rows(writer_frame(self), path, overwrite=replace, options=opts)
+        return None
+
+    return insertInto
+
+
 def _applied(
     writer: Any, format: str | None, mode: str | None, partitionBy: Any, options: Mapping[str, Any]
 ) -> tuple[str | None, dict[str, str], str | None, list[str], Any]:
