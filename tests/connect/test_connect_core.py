@@ -299,6 +299,17 @@ def test_format_delta_reads_and_writes(connect_spark, tmp_path):
             df.limit(1).write.insertInto(name)
             df.limit(1).write.insertInto(name, overwrite=True)
             assert spark.read.table(name).count() == 1
+            # Spark 4's DataFrame MERGE API on a deltamerge table.
+            (
+                df.alias("s")
+                .mergeInto(name, F.col(f"{name}.id") == F.col("s.id"))
+                .whenMatched()
+                .updateAll()
+                .whenNotMatched()
+                .insertAll()
+                .merge()
+            )
+            assert _rows(spark.read.table(name)) == _rows(df)
             location = deltamerge.catalog.path_for_name(name)
             assert os.path.basename(location) == name
         finally:

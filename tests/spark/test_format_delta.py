@@ -196,6 +196,81 @@ def test_insert_into_by_position(dspark, base, tmp_path, spark_conf):
         deltamerge.unregister_table(dspark, name)
 
 
+def test_dataframe_merge_into_api(dspark, base, tmp_path):
+    from pyspark.sql import functions as F
+
+    from deltamerge.configure.merge_into import DeltaMergeIntoWriter
+
+    name = f"mrg_{uuid.uuid4().hex[:8]}"
+    path = str(tmp_path / "t")
+    base.write.format("delta").save(path)  # (1,a,x) (2,b,y) (3,c,x)
+    deltamerge.register_table(dspark, name, path)
+    try:
+        src = dspark.createDataFrame(
+            [(1, "A", "U"), (2, "B", "D"), (9, "I", "I")], "id int, v string, op string"
+        ).alias("s")
+        writer = src.mergeInto(name, F.col(f"{name}.id") == F.col("s.id"))
+        assert isinstance(writer, DeltaMergeIntoWriter)
+        result = (
+            writer.whenMatched(F.col("s.op") == "D")
+            .delete()
+            .whenMatched()
+            .update({"v": F.col("s.v")})
+            .whenNotMatched()
+            .insert({"id": F.col("s.id"), "v": F.col("s.v"), "p": F.lit("new")})
+            .whenNotMatchedBySource(F.col(f"{name}.p") == "x")
+            .update({"v": F.lit("orphan")})
+            .merge()
+        )
+        assert result is None
+        assert _rows(dspark.read.table(name)) == [(1, "A", "x"), (3, "orphan", "x"), (9, "I", "new")]
+        last = DeltaTable.forPath(dspark, path).history(1).collect()[0]
+        assert last["operation"] == "MERGE"
+        m = last["operationMetrics"]
+        assert (m["numTargetRowsUpdated"], m["numTargetRowsDeleted"], m["numTargetRowsInserted"]) == (
+            "2",
+            "1",
+            "1",
+        )
+
+        # A qualified name, insertAll / updateAll and schema evolution (a new column w).
+        more = dspark.createDataFrame(
+            [(3, "C", "z", 7), (4, "D", "z", 8)], "id int, v string, p string, w int"
+        )
+        (
+            more.alias("n")
+            .mergeInto(f"spark_catalog.default.{name}", F.expr(f"{name}.id = n.id"))
+            .whenMatched()
+            .updateAll()
+            .whenNotMatched()
+            .insertAll()
+            .withSchemaEvolution()
+            .merge()
+        )
+        assert deltamerge.read(dspark, path).columns == ["id", "v", "p", "w"]
+        assert {(3, "C", "z", 7), (4, "D", "z", 8)} <= set(_rows(deltamerge.read(dspark, path)))
+        # A delta.`path` target (its columns unqualified; the source's keys named apart).
+        keyed = dspark.createDataFrame([(9, "J")], "k int, val string").alias("s")
+        keyed.mergeInto(f"delta.`{path}`", F.expr("id = s.k")).whenMatched().update(
+            {"v": F.col("s.val")}
+        ).merge()
+        assert (9, "J", "new", None) in _rows(deltamerge.read(dspark, path))
+
+        version = DeltaTable.forPath(dspark, path).version()
+        with pytest.raises(DeltaMergeError, match="NOT MATCHED BY SOURCE cannot UPDATE SET"):
+            src.mergeInto(name, F.expr(f"{name}.id = s.id")).whenNotMatchedBySource().updateAll().merge()
+        assert DeltaTable.forPath(dspark, path).version() == version
+        # Duplicate source matches are Delta's error, as through any other MERGE front.
+        dup = dspark.createDataFrame([(1, "x", "U"), (1, "y", "U")], "id int, v string, op string").alias("s")
+        with pytest.raises(DeltaMergeError, match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
+            dup.mergeInto(name, F.expr(f"{name}.id = s.id")).whenMatched().update({"v": F.col("s.v")}).merge()
+        assert DeltaTable.forPath(dspark, path).version() == version
+    finally:
+        deltamerge.unregister_table(dspark, name)
+    # Other targets keep Spark's own writer.
+    assert not isinstance(base.mergeInto("not_a_deltamerge_table", F.lit(True)), DeltaMergeIntoWriter)
+
+
 def test_reader_errors(dspark, base, tmp_path):
     path = str(tmp_path / "t")
     base.write.format("delta").save(path)

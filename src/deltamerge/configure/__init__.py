@@ -1,8 +1,9 @@
 """``format("delta")`` for ``spark.read`` and ``df.write``: ``deltamerge.configure(spark)``.
 
 PySpark has no JVM ``delta`` data source here (no Delta jars), so the Python side intercepts:
-``configure`` wraps ``load``/``table`` of ``DataFrameReader`` and ``save``/``saveAsTable``/``insertInto``
-of ``DataFrameWriter``, for classic PySpark and for Spark Connect. When the chosen format is
+``configure`` wraps ``load``/``table`` of ``DataFrameReader``, ``save``/``saveAsTable``/``insertInto``
+of ``DataFrameWriter`` and Spark 4's ``DataFrame.mergeInto`` (``configure/merge_into.py``), for
+classic PySpark and for Spark Connect. When the chosen format is
 ``delta`` (case-insensitive, or ``spark.sql.sources.default`` is ``delta`` and no format was
 chosen) they call deltamerge; any other format goes to PySpark's own method untouched.
 
@@ -124,6 +125,9 @@ def is_configured() -> bool:
 
 def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]]:
     from pyspark.sql import readwriter as classic
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    from deltamerge.configure.merge_into import wrap_merge_into
 
     targets: list[tuple[type, dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]] = [
         (
@@ -150,9 +154,11 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
                 "insertInto": wrap_insert_into,
             },
         ),
+        (ClassicDataFrame, {"mergeInto": wrap_merge_into}),
     ]
     try:
         from pyspark.sql.connect import readwriter as connect
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
     except ImportError:  # pyspark without the connect extra: classic only
         return targets
     targets += [
@@ -161,6 +167,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
             connect.DataFrameWriter,
             {"save": wrap_save, "saveAsTable": wrap_save_as_table, "insertInto": wrap_insert_into},
         ),
+        (ConnectDataFrame, {"mergeInto": wrap_merge_into}),
     ]
     return targets
 
