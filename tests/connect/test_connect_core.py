@@ -310,6 +310,17 @@ def test_format_delta_reads_and_writes(connect_spark, tmp_path):
                 .merge()
             )
             assert _rows(spark.read.table(name)) == _rows(df)
+            # DataFrameWriterV2 (df.writeTo) on the same table.
+            df.writeTo(name).append()
+            assert spark.read.table(name).count() == 2 * df.count()
+            df.writeTo(name).overwritePartitions()  # unpartitioned: the whole table
+            assert _rows(spark.read.table(name)) == _rows(df)
+            v2_path = str(tmp_path / "v2")
+            df.writeTo(f"delta.`{v2_path}`").using("delta").partitionedBy("p").create()
+            assert snapshot_for(v2_path).metadata.partition_columns == ("p",)
+            cond = F.col("p") == F.lit(_rows(df)[0][2])
+            df.where(cond).writeTo(f"delta.`{v2_path}`").overwrite(cond)
+            assert _rows(deltamerge.read(spark, v2_path)) == _rows(df)
             location = deltamerge.catalog.path_for_name(name)
             assert os.path.basename(location) == name
         finally:

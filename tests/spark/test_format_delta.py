@@ -271,6 +271,53 @@ def test_dataframe_merge_into_api(dspark, base, tmp_path):
     assert not isinstance(base.mergeInto("not_a_deltamerge_table", F.lit(True)), DeltaMergeIntoWriter)
 
 
+def test_dataframe_writer_v2(dspark, base, tmp_path):
+    from pyspark.sql import functions as F
+
+    name = f"v2_{uuid.uuid4().hex[:8]}"
+    location = str(tmp_path / "v2")
+    try:
+        (
+            base.writeTo(name)
+            .using("delta")
+            .partitionedBy(F.col("p"))
+            .tableProperty("delta.enableChangeDataFeed", "true")
+            .tableProperty("location", location)
+            .create()
+        )
+        snap = snapshot_for(location)
+        assert snap.metadata.partition_columns == ("p",)
+        assert snap.metadata.configuration["delta.enableChangeDataFeed"] == "true"
+        assert deltamerge.catalog.path_for_name(name) == table_root(location)
+        with pytest.raises(TableAlreadyExistsError):
+            base.writeTo(name).using("delta").create()
+
+        dspark.createDataFrame([(4, "d", "y")], SCHEMA).writeTo(name).append()
+        assert dspark.read.table(name).count() == 4
+        # overwrite(condition): the rows matching it are replaced (replaceWhere), in one WRITE commit.
+        dspark.createDataFrame([(5, "e", "x")], SCHEMA).writeTo(name).overwrite(F.col("p") == "x")
+        assert _rows(dspark.read.table(name)) == [(2, "b", "y"), (4, "d", "y"), (5, "e", "x")]
+        with pytest.raises(DeltaMergeError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+            dspark.createDataFrame([(6, "f", "y")], SCHEMA).writeTo(name).overwrite(F.col("p") == "x")
+        # overwritePartitions(): only partition y is replaced.
+        dspark.createDataFrame([(7, "g", "y")], SCHEMA).writeTo(f"delta.`{location}`").overwritePartitions()
+        assert _rows(dspark.read.table(name)) == [(5, "e", "x"), (7, "g", "y")]
+        assert _ops(dspark, location) == ["WRITE", "WRITE", "WRITE", "CREATE TABLE AS SELECT"]
+
+        base.limit(1).writeTo(name).using("delta").createOrReplace()
+        assert dspark.read.table(name).count() == 1
+        assert snapshot_for(location).metadata.partition_columns == ()
+        base.writeTo(name).replace()  # a registered name needs no using("delta")
+        assert dspark.read.table(name).count() == 3
+        with pytest.raises(DeltaMergeError, match="DELTA_CANNOT_REPLACE_MISSING_TABLE"):
+            base.writeTo(f"delta.`{tmp_path / 'missing'}`").replace()
+        with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_PARTITION_TRANSFORM"):
+            base.writeTo(f"delta.`{tmp_path / 'bucketed'}`").partitionedBy(F.bucket(4, "id")).create()
+        assert not os.path.exists(str(tmp_path / "bucketed"))
+    finally:
+        deltamerge.unregister_table(dspark, name)
+
+
 def test_reader_errors(dspark, base, tmp_path):
     path = str(tmp_path / "t")
     base.write.format("delta").save(path)

@@ -2,8 +2,9 @@
 
 PySpark has no JVM ``delta`` data source here (no Delta jars), so the Python side intercepts:
 ``configure`` wraps ``load``/``table`` of ``DataFrameReader``, ``save``/``saveAsTable``/``insertInto``
-of ``DataFrameWriter`` and Spark 4's ``DataFrame.mergeInto`` (``configure/merge_into.py``), for
-classic PySpark and for Spark Connect. When the chosen format is
+of ``DataFrameWriter``, the actions of ``DataFrameWriterV2`` (``df.writeTo``: ``configure/writes_v2.py``)
+and Spark 4's ``DataFrame.mergeInto`` (``configure/merge_into.py``), for classic PySpark and for
+Spark Connect. When the chosen format is
 ``delta`` (case-insensitive, or ``spark.sql.sources.default`` is ``delta`` and no format was
 chosen) they call deltamerge; any other format goes to PySpark's own method untouched.
 
@@ -128,6 +129,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     from deltamerge.configure.merge_into import wrap_merge_into
+    from deltamerge.configure.writes_v2 import V2_ACTIONS, V2_MIRRORS
 
     targets: list[tuple[type, dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]] = [
         (
@@ -155,6 +157,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
             },
         ),
         (ClassicDataFrame, {"mergeInto": wrap_merge_into}),
+        (classic.DataFrameWriterV2, {**V2_MIRRORS, **V2_ACTIONS}),
     ]
     try:
         from pyspark.sql.connect import readwriter as connect
@@ -168,6 +171,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
             {"save": wrap_save, "saveAsTable": wrap_save_as_table, "insertInto": wrap_insert_into},
         ),
         (ConnectDataFrame, {"mergeInto": wrap_merge_into}),
+        (connect.DataFrameWriterV2, dict(V2_ACTIONS)),
     ]
     return targets
 
