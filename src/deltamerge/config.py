@@ -177,6 +177,8 @@ class SessionConf:
     HISTORY_METRICS = _session("history.metricsEnabled", True, parse_bool)
     TXN_APP_ID = _session("write.txnAppId", "", str)
     TXN_VERSION = _session("write.txnVersion", -1, int)
+    TXN_AUTO_RESET = _session("write.txnVersion.autoReset.enabled", False, parse_bool)
+    USER_METADATA = _session("commitInfo.userMetadata", "", str)
     MAX_COMMIT_ATTEMPTS = _session("maxCommitAttempts", 10_000_000, int)
     PROPERTY_CONSTRAINTS_CHECK = _session("tablePropertyConstraintsCheck.enabled", True, parse_bool)
     VACUUM_LITE = _session("vacuum.lite.enabled", False, parse_bool)

@@ -33,6 +33,7 @@ from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.scan import scan
 from deltamerge.spark.session import (
     conf_getter,
+    idempotent_skip,
     internal_plan,
     quick_replies,
     session_time_zone,
@@ -153,11 +154,15 @@ def write(
     *,
     merge_schema: bool = False,
     overwrite_schema: bool = False,
+    options: Mapping[str, str] | None = None,
 ) -> int | None:
     """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored).
 
     ``mode``: ``error`` (default, fail if the table exists), ``append``, ``overwrite`` or
-    ``ignore``. ``configuration`` sets table properties when the table is created.
+    ``ignore``. ``configuration`` sets table properties when the table is created. ``options``
+    carries Delta's writer options ``txnAppId`` + ``txnVersion`` (an idempotent write: skipped,
+    returning None, when the table has seen that version of that application; the session
+    settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` work too) and ``userMetadata``.
     """
     key = mode.lower()
     if key not in _MODES:
@@ -174,6 +179,8 @@ def write(
             f"Cannot write to already existent path {root} without setting mode 'append' or 'overwrite'."
         )
     if exists and key == "ignore":
+        return None
+    if idempotent_skip(spark, txn, options):
         return None
     if exists:
         # Refuse before any data is written (the commit checks again, against the final protocol).
@@ -265,7 +272,8 @@ def write(
     }
     params = {"mode": _MODES[key], "partitionBy": list(parts)}
     try:
-        version = txn.commit(actions, Operation("WRITE", params, metrics))
+        user_metadata = {k.lower(): v for k, v in (options or {}).items()}.get("usermetadata")
+        version = txn.commit(actions, Operation("WRITE", params, metrics), user_metadata=user_metadata)
     except BaseException:
         import contextlib
         import os

@@ -318,6 +318,55 @@ def test_dataframe_writer_v2(dspark, base, tmp_path):
         deltamerge.unregister_table(dspark, name)
 
 
+def test_idempotent_writes_and_user_metadata(dspark, base, tmp_path, spark_conf):
+    path = str(tmp_path / "t")
+    base.write.format("delta").save(path)
+
+    def append(df, **opts):
+        df.write.format("delta").mode("append").options(**opts).save(path)
+
+    append(base.limit(1), txnAppId="job", txnVersion=1, userMetadata="batch 1")
+    append(base.limit(1), txnAppId="job", txnVersion=1)  # a replay: skipped
+    assert DeltaTable.forPath(dspark, path).version() == 1 and deltamerge.read(dspark, path).count() == 4
+    last = DeltaTable.forPath(dspark, path).history(1).collect()[0]
+    assert last["userMetadata"] == "batch 1"
+    assert dict(snapshot_for(path).app_versions) == {"job": 1}
+    # replaceWhere writes are idempotent too, and carry their userMetadata.
+    x = dspark.createDataFrame([(9, "z", "x")], SCHEMA)
+    for _ in range(2):
+        x.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'x'").options(
+            txnAppId="job", txnVersion="2", userMetadata="fix x"
+        ).save(path)
+    assert DeltaTable.forPath(dspark, path).version() == 2
+    assert DeltaTable.forPath(dspark, path).history(1).collect()[0]["userMetadata"] == "fix x"
+    assert dict(snapshot_for(path).app_versions) == {"job": 2}
+
+    with pytest.raises(DeltaMergeError, match="MISSING_DATAFRAME_WRITE_OPTIONS"):
+        append(base.limit(1), txnAppId="job")
+    with pytest.raises(DeltaMergeError, match="DELTA_ILLEGAL_OPTION"):
+        append(base.limit(1), txnAppId="job", txnVersion="-1")
+    # The session settings: one without the other is refused; with autoReset the version is unset.
+    spark_conf({"spark.databricks.delta.write.txnVersion": "5"})
+    with pytest.raises(DeltaMergeError, match="MISSING_SESSION_CONFS"):
+        append(base.limit(1))
+    spark_conf(
+        {
+            "spark.databricks.delta.write.txnAppId": "session-job",
+            "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
+            "spark.databricks.delta.commitInfo.userMetadata": "from the session",
+        }
+    )
+    append(base.limit(1))
+    assert dspark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
+    assert dict(snapshot_for(path).app_versions) == {"job": 2, "session-job": 5}
+    dspark.conf.unset("spark.databricks.delta.write.txnAppId")
+    # The session's userMetadata goes on every commit, a MERGE's too.
+    table = DeltaTable.forPath(dspark, path)
+    table.alias("t").merge(base.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+    assert [r["userMetadata"] for r in table.history(2).collect()] == ["from the session"] * 2
+    assert DeltaTable.forPath(dspark, path).version() == 4
+
+
 def test_reader_errors(dspark, base, tmp_path):
     path = str(tmp_path / "t")
     base.write.format("delta").save(path)

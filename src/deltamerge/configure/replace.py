@@ -3,7 +3,7 @@ one ``WRITE`` commit run on the MERGE machinery, and ``replaceWhere``'s constrai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deltamerge.config import Setting, parse_bool
@@ -48,6 +48,7 @@ def replace_rows(
     merge_schema: bool,
     *,
     predicate: str | None,
+    options: Mapping[str, str] | None = None,
 ) -> int | None:
     """Overwrite the rows matching ``predicate`` (replaceWhere), or the partitions present in ``df``
     (dynamic partition overwrite, ``predicate=None``), with ``df``, in one ``WRITE`` commit.
@@ -148,7 +149,7 @@ def replace_rows(
         return Operation("WRITE", params, metrics)
 
     try:
-        run_merge(spark, root, spec, operation=operation)
+        run_merge(spark, root, spec, operation=operation, write_options=options)
     except Exception as e:
         raise_if_mismatch(e, predicate)
         raise

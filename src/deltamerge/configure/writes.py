@@ -93,14 +93,16 @@ def delta_save(
                     "keeps the table schema. Drop one of the options.",
                     error_class="DELTA_OVERWRITE_SCHEMA_WITH_REPLACE_WHERE",
                 )
-            return replace_rows(df, path, partition_by, merge_schema, predicate=replace_where)
+            return replace_rows(
+                df, path, partition_by, merge_schema, predicate=replace_where, options=options
+            )
         if dynamic == "dynamic":
             if overwrite_schema:
                 raise InvalidArgumentError(
                     "'overwriteSchema' cannot be used in dynamic partition overwrite mode.",
                     error_class="DELTA_OVERWRITE_SCHEMA_WITH_DYNAMIC_PARTITION_OVERWRITE",
                 )
-            return replace_rows(df, path, partition_by, merge_schema, predicate=None)
+            return replace_rows(df, path, partition_by, merge_schema, predicate=None, options=options)
     elif key == "overwrite" and replace_where:
         df = checked_against(df, replace_where)
     # A new table takes spark.databricks.delta.properties.defaults.* and "delta."-prefixed writer
@@ -116,6 +118,7 @@ def delta_save(
             configuration or None,
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            options=options,
         )
     except Exception as e:
         raise_if_mismatch(e, replace_where)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +40,7 @@ from deltamerge.predicates import to_sql
 from deltamerge.spark.session import (
     case_sensitive,
     conf_getter,
+    idempotent_skip,
     internal_plan,
     local_frame,
     quick_replies,
@@ -126,7 +127,7 @@ def prepare(
     quick_replies(spark)
     check_grammar(spec.clauses)
     log = DeltaLog.for_table(table_root)
-    txn = OptimisticTransaction(log)
+    txn = OptimisticTransaction(log, conf=conf_getter(spark))
     snapshot = _snapshot(txn, table_root)
     _check_widening_unchanged(spec, snapshot, table_root)
     from deltamerge.spark.types import to_spark_schema
@@ -175,30 +176,24 @@ def explain_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> str:
     return plan.describe(_snapshot(txn, table_root).files)
 
 
-def _idempotent_skip(spark: SparkSession, txn: OptimisticTransaction) -> bool:
-    get = conf_getter(spark)
-    app_id = get(SessionConf.TXN_APP_ID.key)
-    version = SessionConf.TXN_VERSION.get(get)
-    if not app_id or version < 0:
-        return False
-    seen = txn.read_app_version(app_id)
-    if seen is not None and seen >= version:
-        return True
-    txn.set_app_transaction(app_id, version)
-    return False
-
-
 OperationFactory = Callable[[MergeSpec, MergeMetrics], Operation]
 
 
 @internal_plan
 def run_merge(
-    spark: SparkSession, table_root: str, spec: MergeSpec, *, operation: OperationFactory | None = None
+    spark: SparkSession,
+    table_root: str,
+    spec: MergeSpec,
+    *,
+    operation: OperationFactory | None = None,
+    write_options: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """Run one MERGE and return its one-row result DataFrame.
 
     ``operation`` lets UPDATE and DELETE, which run on this machinery (a one-row source matched on
     their condition), commit under their own operation name, parameters and metrics.
+    ``write_options`` are a DataFrame write's (``replaceWhere``, dynamic partition overwrite):
+    ``txnAppId``/``txnVersion`` and ``userMetadata``.
     """
     start = time.monotonic()
     from deltamerge.merge.current_time import pin_clock
@@ -209,7 +204,7 @@ def run_merge(
     pin_ms = timed_ms(start)
     txn, rm, plan = prepare(spark, table_root, spec)
     metrics = MergeMetrics(executor=plan.executor, materialize_reason=plan.materialize_reason)
-    if _idempotent_skip(spark, txn):
+    if idempotent_skip(spark, txn, write_options):
         return result_frame(spark, metrics)
     snapshot = _snapshot(txn, table_root)
     _evolve_metadata(txn, rm)
@@ -268,7 +263,8 @@ def run_merge(
             op = Operation(op.name, op.parameters, {}, op.changes_data)
         _record_identity_marks(txn, ctx)
         committing = True
-        txn.commit(actions, op)
+        user_metadata = {k.lower(): v for k, v in (write_options or {}).items()}.get("usermetadata")
+        txn.commit(actions, op, user_metadata=user_metadata)
     except BaseException as e:
         # Delete our files only when the commit certainly did not happen; after an unknown
         # outcome they stay for vacuum (deleting them could break a commit that landed).

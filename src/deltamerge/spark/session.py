@@ -342,3 +342,26 @@ def without_adaptive(spark: SparkSession) -> Iterator[None]:
     Classic sessions only (on Connect each setting costs a round trip)."""
     with temporary_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
         yield
+
+
+def idempotent_skip(spark: SparkSession, txn: Any, options: Any = None) -> bool:
+    """Delta's idempotent writes for ``txn`` (an ``OptimisticTransaction``): True when the table has
+    already seen this (txnAppId, txnVersion) — the caller commits nothing; otherwise the commit will
+    record them. Writer ``options`` win over the session settings; with
+    ``spark.databricks.delta.write.txnVersion.autoReset.enabled`` a version taken from the session
+    is unset once used, so a forgotten setting cannot skip the next batch's writes."""
+    from deltamerge.config import SessionConf
+    from deltamerge.txn.transaction import idempotency
+
+    get = conf_getter(spark)
+    found = idempotency(get, options)
+    if found is None:
+        return False
+    app_id, version, from_session = found
+    seen = txn.read_app_version(app_id)
+    skip = seen is not None and seen >= version
+    if not skip:
+        txn.set_app_transaction(app_id, version)
+    if from_session and SessionConf.TXN_AUTO_RESET.get(get):
+        spark.conf.unset(SessionConf.TXN_VERSION.key)
+    return skip

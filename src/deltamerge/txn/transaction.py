@@ -345,6 +345,8 @@ class OptimisticTransaction:
         """
         if self.committed_version is not None:
             raise CommitError(f"This transaction already committed version {self.committed_version}.")
+        if user_metadata is None:  # Delta's session-wide commitInfo.userMetadata
+            user_metadata = SessionConf.USER_METADATA.get(self._conf) or None
         actions = list(actions)
         metadata = self.metadata
         protocol = self.protocol
@@ -454,6 +456,47 @@ class OptimisticTransaction:
                 "TABLE ...' to bring the manifests up to date.",
                 sql_state="2DKD0",
             ) from e
+
+
+def idempotency(conf: ConfSource, options: Mapping[str, str] | None = None) -> tuple[str, int, bool] | None:
+    """(app id, version, from the session settings) of an idempotent write, or None.
+
+    Delta's rule: the writer options ``txnAppId`` and ``txnVersion`` together, else the session
+    settings ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` together; one without the
+    other is ``DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS``.
+    """
+    lowered = {k.lower(): v for k, v in (options or {}).items()}
+    app, version_text = lowered.get("txnappid"), lowered.get("txnversion")
+    if (app is None) != (version_text is None):
+        raise InvalidArgumentError(
+            "Invalid options for idempotent DataFrame writes: both txnVersion and txnAppId must be "
+            "specified for idempotent DataFrame writes.",
+            error_class="DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS.MISSING_DATAFRAME_WRITE_OPTIONS",
+        )
+    if app is not None and version_text is not None:
+        try:
+            version = int(str(version_text).strip())
+        except ValueError:
+            version = -1
+        if version < 0:
+            raise InvalidArgumentError(
+                f"Invalid value '{version_text}' for option 'txnVersion', must be a non-negative integer.",
+                error_class="DELTA_ILLEGAL_OPTION",
+            )
+        return str(app), version, False
+    get = conf if callable(conf) else conf.get
+    app = get(SessionConf.TXN_APP_ID.key) or None
+    raw_version = get(SessionConf.TXN_VERSION.key)
+    if (app is None) != (raw_version is None or str(raw_version).strip() == ""):
+        raise InvalidArgumentError(
+            "Invalid options for idempotent Delta writes: both spark.databricks.delta.write.txnAppId and "
+            "spark.databricks.delta.write.txnVersion must be specified for idempotent Delta writes.",
+            error_class="DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS.MISSING_SESSION_CONFS",
+        )
+    if app is None:
+        return None
+    version = SessionConf.TXN_VERSION.get(get)
+    return (app, version, True) if version >= 0 else None
 
 
 def _fault(point: str, store: Any = None, name: str = "", payload: Any = None) -> None:
