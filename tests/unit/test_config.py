@@ -59,3 +59,23 @@ def test_optimize_settings_defaults_and_values() -> None:
     # A malformed value falls back to the default, as before.
     assert SessionConf.OPTIMIZE_MAX_FILE_SIZE.get({SessionConf.OPTIMIZE_MAX_FILE_SIZE.key: "big"}) == 1 << 30
     assert TableProperties.TARGET_FILE_SIZE.get({"delta.targetFileSize": "32mb"}) == 32 << 20
+
+
+def test_idempotency_options_and_session_settings() -> None:
+    from deltamerge.errors import InvalidArgumentError
+    from deltamerge.txn.transaction import idempotency
+
+    assert idempotency({}, None) is None
+    assert idempotency({}, {"TXNAPPID": "a", "txnVersion": "3"}) == ("a", 3, False)
+    session = {"spark.databricks.delta.write.txnAppId": "s", "spark.databricks.delta.write.txnVersion": "7"}
+    assert idempotency(session, None) == ("s", 7, True)
+    assert idempotency(session.get, {"txnAppId": "a", "txnVersion": "1"}) == ("a", 1, False)  # options win
+    for bad, error_class in [
+        (({}, {"txnAppId": "a"}), "DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS.MISSING_DATAFRAME_WRITE_OPTIONS"),
+        (({}, {"txnAppId": "a", "txnVersion": "x"}), "DELTA_ILLEGAL_OPTION"),
+        (({"spark.databricks.delta.write.txnVersion": "1"}, None),
+         "DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS.MISSING_SESSION_CONFS"),
+    ]:  # fmt: skip
+        with pytest.raises(InvalidArgumentError) as e:
+            idempotency(*bad)
+        assert e.value.error_class == error_class

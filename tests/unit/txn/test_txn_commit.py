@@ -66,6 +66,20 @@ def test_create_table_commit(tmp_path: Path) -> None:
     assert snap.version == 0 and snap.num_files == 1 and snap.metadata.id == md["id"]
 
 
+def test_session_user_metadata_and_the_explicit_one(tmp_path: Path) -> None:
+    log = DeltaLog(str(tmp_path / "t"))
+    conf = {"spark.databricks.delta.commitInfo.userMetadata": "from the session"}
+    txn = OptimisticTransaction(log, conf=conf)
+    txn.update_metadata(table_metadata())
+    txn.commit([new_add("a")], Operation("WRITE", {}, {}))
+    assert lines(log, 0)[0]["commitInfo"]["userMetadata"] == "from the session"
+    txn = OptimisticTransaction(log, conf=conf)
+    txn.commit([new_add("b")], Operation("WRITE", {}, {}), user_metadata="explicit")
+    assert lines(log, 1)[0]["commitInfo"]["userMetadata"] == "explicit"
+    OptimisticTransaction(log).commit([new_add("c")], Operation("WRITE", {}, {}))
+    assert "userMetadata" not in lines(log, 2)[0]["commitInfo"]
+
+
 def test_blind_append_and_read_version(tmp_path: Path) -> None:
     log = create_table(str(tmp_path / "t"))
     txn = OptimisticTransaction(log)
