@@ -312,7 +312,9 @@ def test_dataframe_writer_v2(dspark, base, tmp_path):
         with pytest.raises(DeltaMergeError, match="DELTA_CANNOT_REPLACE_MISSING_TABLE"):
             base.writeTo(f"delta.`{tmp_path / 'missing'}`").replace()
         with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_PARTITION_TRANSFORM"):
-            base.writeTo(f"delta.`{tmp_path / 'bucketed'}`").partitionedBy(F.bucket(4, "id")).create()
+            base.writeTo(f"delta.`{tmp_path / 'bucketed'}`").partitionedBy(
+                F.partitioning.bucket(4, "id")
+            ).create()
         assert not os.path.exists(str(tmp_path / "bucketed"))
     finally:
         deltamerge.unregister_table(dspark, name)
