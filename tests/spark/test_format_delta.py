@@ -343,6 +343,13 @@ def test_idempotent_writes_and_user_metadata(dspark, base, tmp_path, spark_conf)
     assert DeltaTable.forPath(dspark, path).history(1).collect()[0]["userMetadata"] == "fix x"
     assert dict(snapshot_for(path).app_versions) == {"job": 2}
 
+    # So are dynamic partition overwrites (this table is unpartitioned: the whole table).
+    for _ in range(2):
+        x.write.format("delta").mode("overwrite").options(
+            partitionOverwriteMode="dynamic", txnAppId="job", txnVersion=3, userMetadata="all"
+        ).save(path)
+    assert DeltaTable.forPath(dspark, path).version() == 3 and deltamerge.read(dspark, path).count() == 1
+    assert DeltaTable.forPath(dspark, path).history(1).collect()[0]["userMetadata"] == "all"
     with pytest.raises(DeltaMergeError, match="MISSING_DATAFRAME_WRITE_OPTIONS"):
         append(base.limit(1), txnAppId="job")
     with pytest.raises(DeltaMergeError, match="DELTA_ILLEGAL_OPTION"):
@@ -360,13 +367,13 @@ def test_idempotent_writes_and_user_metadata(dspark, base, tmp_path, spark_conf)
     )
     append(base.limit(1))
     assert dspark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
-    assert dict(snapshot_for(path).app_versions) == {"job": 2, "session-job": 5}
+    assert dict(snapshot_for(path).app_versions) == {"job": 3, "session-job": 5}
     dspark.conf.unset("spark.databricks.delta.write.txnAppId")
     # The session's userMetadata goes on every commit, a MERGE's too.
     table = DeltaTable.forPath(dspark, path)
     table.alias("t").merge(base.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
     assert [r["userMetadata"] for r in table.history(2).collect()] == ["from the session"] * 2
-    assert DeltaTable.forPath(dspark, path).version() == 4
+    assert DeltaTable.forPath(dspark, path).version() == 5
 
 
 def test_reader_errors(dspark, base, tmp_path):

@@ -83,7 +83,7 @@ def replace_rows(
         # Dynamic partition overwrite of an unpartitioned table replaces everything (as Delta).
         from deltamerge.io import write
 
-        return write(df, root, "overwrite", merge_schema=merge_schema)
+        return write(df, root, "overwrite", merge_schema=merge_schema, options=options)
     _check_names(df.schema)
     table_schema = to_spark_schema(meta.schema_string)
     data, final = _align(df, table_schema, merge_schema=merge_schema)

@@ -146,13 +146,12 @@ def insert_rows(
 
     schema = to_spark_schema(snapshot_for(path).metadata.schema_string)
     fields = {f.name.lower(): f for f in schema.fields}
-    names = (
-        list(data.columns)
-        if by_name
-        else list(columns)
-        if columns is not None
-        else [f.name for f in schema.fields]
-    )
+    if by_name:
+        names = list(data.columns)
+    elif columns is not None:
+        names = list(columns)
+    else:
+        names = [f.name for f in schema.fields]
     unknown = [n for n in names if n.lower() not in fields]
     if unknown:
         raise AnalysisError(
