@@ -42,15 +42,23 @@ def empty_frame(spark: SparkSession) -> DataFrame:
 # --- tables ----------------------------------------------------------------------------------------
 
 
-def resolve_table(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
-    """(path, name) of a table reference in statement text."""
+def table_reference(text: str, *, allow_path: bool = True) -> tuple[str | None, list[str]]:
+    """(path, []) of ``delta.`/path``` (or, with ``allow_path``, a quoted path), else (None, the
+    unquoted parts of the name)."""
     text = text.strip()
     m = re.fullmatch(r"delta\s*\.\s*(`(?:[^`]|``)+`)", text, re.IGNORECASE)
     if m:
-        return _unquote(m.group(1)), None
+        return _unquote(m.group(1)), []
     if allow_path and text[:1] in "'\"":
-        return _unquote(text), None
-    parts = [_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text)]
+        return _unquote(text), []
+    return None, [_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", text)]
+
+
+def resolve_table(text: str, *, allow_path: bool = True) -> tuple[str, str | None]:
+    """(path, name) of a table reference in statement text."""
+    path, parts = table_reference(text, allow_path=allow_path)
+    if path is not None:
+        return path, None
     found = lookup_table(parts)
     if found is None:
         name = ".".join(parts)

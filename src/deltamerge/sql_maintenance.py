@@ -14,7 +14,15 @@ from deltamerge.errors import AnalysisError, ParseError, UnsupportedOperationErr
 from deltamerge.identifiers import QUALIFIED
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.log.paths import table_root
-from deltamerge.sql_common import FLAGS, TABLE_REF, delta_table, empty_frame, parse_properties, resolve_table
+from deltamerge.sql_common import (
+    FLAGS,
+    TABLE_REF,
+    delta_table,
+    empty_frame,
+    parse_properties,
+    resolve_table,
+    table_reference,
+)
 
 __all__ = ["HANDLERS"]
 
@@ -107,11 +115,10 @@ def _clone(spark: SparkSession, m: re.Match[str]) -> DataFrame:
         else ("createIfNotExists" if m.group("ine") else "create")
     )
     source_path, source_name = resolve_table(m.group("source"))
-    target_text = m.group("target").strip()
     location = _unquote(m.group("location")) if m.group("location") else None
-    dm = re.fullmatch(r"delta\s*\.\s*(`(?:[^`]|``)+`)", target_text, re.IGNORECASE)
-    if dm is not None or target_text[:1] in "'\"":
-        target = _unquote(dm.group(1)) if dm is not None else _unquote(target_text)
+    target_path, target_parts = table_reference(m.group("target"))
+    if target_path is not None:
+        target = target_path
         if location is not None and table_root(location) != table_root(target):
             raise AnalysisError(
                 f"Two paths were provided as the CLONE target so it is ambiguous which to use: {location} "
@@ -119,12 +126,12 @@ def _clone(spark: SparkSession, m: re.Match[str]) -> DataFrame:
                 error_class="DELTA_CLONE_AMBIGUOUS_TARGET",
             )
     else:
-        target = ".".join(_unquote(p) for p in re.findall(r"`(?:[^`]|``)+`|[^.\s`]+", target_text))
+        target = ".".join(target_parts)
     when = m.group("when")
     version = int(when) if when is not None and m.group("tt").upper() == "VERSION" else None
     timestamp = _unquote(when) if when is not None and version is None else None
     props = parse_properties(m.group("props"), keys_only=False) if m.group("props") else None
-    before = table_root(location) if location is not None and dm is None else None
+    before = table_root(location) if location is not None and target_path is None else None
     _, metrics = clone_to(
         spark,
         source_path,

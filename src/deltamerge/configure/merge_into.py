@@ -145,15 +145,12 @@ def wrap_merge_into(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def mergeInto(self: Any, table: str, condition: Any) -> Any:
-        from deltamerge import catalog
-        from deltamerge.configure.state import delta_path_identifier, unqualified
+        from deltamerge.configure.state import deltamerge_table
 
-        path = delta_path_identifier(table) if isinstance(table, str) else None
-        name = None
-        if path is None and isinstance(table, str) and catalog.path_for_name(unqualified(table)) is not None:
-            name = unqualified(table)
-        if path is None and name is None:
+        target = deltamerge_table(table)
+        if target is None:
             return original(self, table, condition)
+        path, name = target
         return DeltaMergeIntoWriter(self, table, condition, path=path, name=name)
 
     return mergeInto

@@ -8,13 +8,12 @@ from typing import Any
 
 from deltamerge.configure.state import (
     bool_option,
-    delta_path_identifier,
+    deltamerge_table,
     int_option,
     is_delta,
     reader_session,
     reader_state,
     single_path,
-    unqualified,
 )
 from deltamerge.errors import InvalidArgumentError
 from deltamerge.log.paths import split_time_travel
@@ -81,15 +80,13 @@ def wrap_load(original: Callable[..., Any]) -> Callable[..., Any]:
 def wrap_table(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def table(self: Any, tableName: str) -> Any:
-        from deltamerge import catalog
-
         _fmt, opts, user_schema = reader_state(self)
         spark = reader_session(self)
-        path = delta_path_identifier(tableName) if isinstance(tableName, str) else None
-        registered = catalog.path_for_name(unqualified(tableName)) if isinstance(tableName, str) else None
-        if path is None and registered is None:
+        target = deltamerge_table(tableName)
+        if target is None:
             return original(self, tableName)
-        df = _delta_read(spark, path or registered, opts, user_schema=user_schema)  # type: ignore[arg-type]
-        return df if path is not None else df.alias(unqualified(tableName))
+        path, name = target
+        df = _delta_read(spark, path, opts, user_schema=user_schema)
+        return df if name is None else df.alias(name)
 
     return table

@@ -206,6 +206,22 @@ def delta_path_identifier(name: str) -> str | None:
     return m.group("path").replace("``", "`") if m else None
 
 
+def deltamerge_table(table: Any) -> tuple[str, str | None] | None:
+    """(path, registered name) of a table reference deltamerge owns: ``delta.`/path``` (name None) or
+    a name registered with ``deltamerge.register_table`` / ``saveAsTable``; None for anything else
+    (Spark's own methods then handle it)."""
+    from deltamerge import catalog
+
+    if not isinstance(table, str):
+        return None
+    path = delta_path_identifier(table)
+    if path is not None:
+        return path, None
+    name = unqualified(table)
+    registered = catalog.path_for_name(name)
+    return (registered, name) if registered is not None else None
+
+
 def unqualified(name: str) -> str:
     """A table name without the ``spark_catalog`` / ``default`` qualifiers it may carry."""
     parts = [p.strip().strip("`") for p in name.split(".")]

@@ -12,6 +12,7 @@ from deltamerge.configure.replace import checked_against, raise_if_mismatch, rep
 from deltamerge.configure.state import (
     bool_option,
     delta_path_identifier,
+    deltamerge_table,
     is_delta,
     single_path,
     unqualified,
@@ -180,14 +181,12 @@ def insert_rows(
 def wrap_insert_into(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def insertInto(self: Any, tableName: str, overwrite: bool | None = None) -> None:
-        from deltamerge import catalog
         from deltamerge.errors import AnalysisError
 
-        path = delta_path_identifier(tableName) if isinstance(tableName, str) else None
-        if path is None and isinstance(tableName, str):
-            path = catalog.path_for_name(unqualified(tableName))
-        if path is None:
+        target = deltamerge_table(tableName)
+        if target is None:
             return original(self, tableName, overwrite)  # not a deltamerge table: Spark's insertInto
+        path = target[0]
         _fmt, opts, mode, parts = writer_state(self)
         if parts:
             raise AnalysisError(

@@ -75,18 +75,13 @@ def _target(
     spark: Any, table: str, provider: str | None, creating: bool
 ) -> tuple[str | None, str | None] | None:
     """(path, name) deltamerge writes, or None for PySpark's own writer."""
-    from deltamerge import catalog
-    from deltamerge.configure.state import delta_path_identifier, is_delta, unqualified
+    from deltamerge.configure.state import deltamerge_table, is_delta, unqualified
 
-    path = delta_path_identifier(table)
-    if path is not None:
-        return path, None
-    name = unqualified(table)
-    registered = catalog.path_for_name(name)
-    if registered is not None:
-        return registered, name
+    known = deltamerge_table(table)
+    if known is not None:
+        return known
     if creating and provider is not None and is_delta(provider, spark):
-        return None, name
+        return None, unqualified(table)
     return None
 
 
