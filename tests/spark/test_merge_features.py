@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -254,6 +255,51 @@ def test_idempotent_merge_with_txn_app_id(spark, table):
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
     assert _rows(table).count((100, 1)) == 1
     assert table.version() == 1
+
+
+def test_merge_commit_retries_follow_max_commit_attempts(spark, table, monkeypatch, spark_conf):
+    """MERGE's transaction reads the session's maxCommitAttempts: losing more races than it allows
+    fails the MERGE with the table as the winners left it and none of the MERGE's files behind;
+    within the limit the MERGE commits after the winners."""
+    from deltamerge.errors import MaxCommitAttemptsError
+    from deltamerge.log import filenames
+    from deltamerge.log.store import LocalLogStore
+
+    races = {"left": 0}
+    real = LocalLogStore.write_exclusive
+
+    def racing(self, name, data):  # type: ignore[no-untyped-def]
+        # A concurrent writer takes the version first with a commit that conflicts with nothing.
+        if races["left"] > 0 and filenames.commit_version(name) is not None:
+            races["left"] -= 1
+            winner = {"commitInfo": {"operation": "WRITE", "isBlindAppend": True, "operationParameters": {}}}
+            real(self, name, (json.dumps(winner) + "\n").encode())
+        real(self, name, data)
+
+    monkeypatch.setattr(LocalLogStore, "write_exclusive", racing)
+    root = table.detail().collect()[0]["location"].removeprefix("file:")
+
+    def data_files() -> list[str]:
+        return sorted(p.name for p in Path(root).glob("*.parquet"))
+
+    before_rows, before_files = _rows(table), data_files()
+    src = spark.createDataFrame([(1, -1), (100, 1)], "key int, value int")
+
+    def upsert():  # type: ignore[no-untyped-def]
+        b = table.alias("t").merge(src.alias("s"), "t.key = s.key")
+        return b.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+
+    spark_conf({"spark.databricks.delta.maxCommitAttempts": "2"})
+    races["left"] = 3
+    with pytest.raises(MaxCommitAttemptsError, match="maxCommitAttempts"):
+        upsert()
+    assert table.version() == 2  # the two winners, no MERGE
+    assert _rows(table) == before_rows and data_files() == before_files
+
+    races["left"] = 1
+    upsert()
+    assert table.version() == 4 and table.history(1).collect()[0]["operation"] == "MERGE"
+    assert (1, -1) in _rows(table) and (100, 1) in _rows(table)
 
 
 def test_data_skipping_limits_touched_files(spark, tmp_path):
