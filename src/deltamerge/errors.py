@@ -157,6 +157,13 @@ class MaxCommitAttemptsError(CommitError):
     error_class = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"
 
 
+class NumRecordsMismatchError(DeltaMergeError):
+    """A MERGE, UPDATE or DELETE about to commit a row count its clauses cannot produce (a bug)."""
+
+    error_class = "DELTA_NUM_RECORDS_MISMATCH"
+    sql_state = "XXKDS"
+
+
 # --- analysis (MERGE and friends) -----------------------------------------------------------------
 
 

@@ -405,3 +405,46 @@ def test_scalar_subqueries_in_values(spark, tmp_path, change_feed):
     spark.catalog.dropTempView("sq_struct")
     spark.catalog.dropTempView("sq_other")
     spark.catalog.dropTempView("sq_src")
+
+
+@pytest.mark.parametrize("statement", ["merge", "update", "delete"])
+def test_commit_row_counts_are_validated(spark, table, monkeypatch, spark_conf, caplog, statement):
+    """Delta's numRecordsValidation: a writer bug that would commit rows the statement cannot
+    produce (simulated: the executor loses its remove actions, or its adds) fails before the
+    commit, with the table and its directory as they were; with the check off it only logs."""
+    from deltamerge.errors import NumRecordsMismatchError
+    from deltamerge.log.actions import RemoveFile
+    from deltamerge.merge import command
+
+    real = command._execute
+    # Each statement rewrites the table's one file; without its remove action the rows it keeps
+    # or changes would appear twice.
+    monkeypatch.setattr(
+        command, "_execute", lambda ctx, plan: [a for a in real(ctx, plan) if not isinstance(a, RemoveFile)]
+    )
+    root = table.detail().collect()[0]["location"].removeprefix("file:")
+
+    def data_files() -> list[str]:
+        return sorted(p.name for p in Path(root).glob("*.parquet"))
+
+    def run() -> None:
+        if statement == "merge":
+            src = spark.createDataFrame([(1, -1), (2, -2)], "key int, value int")
+            table.alias("t").merge(src.alias("s"), "t.key = s.key").whenMatchedUpdateAll().execute()
+        elif statement == "update":
+            table.update("key = 1", {"value": "-1"})
+        else:
+            table.delete("key = 1 AND value > 0")
+
+    before_rows, before_files, version = _rows(table), data_files(), table.version()
+    with pytest.raises(NumRecordsMismatchError) as info:
+        run()
+    shown = {"merge": "MERGE without INSERT clauses", "update": "UPDATE", "delete": "DELETE"}[statement]
+    assert f"in {shown}. Added " in str(info.value) and "nothing was committed" in str(info.value)
+    assert (_rows(table), data_files(), table.version()) == (before_rows, before_files, version)
+
+    spark_conf({"spark.databricks.delta.numRecordsValidation.enabled": "false"})
+    with caplog.at_level("WARNING", logger="deltamerge.merge.command"):
+        run()
+    assert table.version() == version + 1
+    assert any("Failed to validate the number of records" in r.getMessage() for r in caplog.records)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from deltamerge.log.actions import Action, AddFile
 from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze
-from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, ClauseKind, MergeSpec, check_grammar
+from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, ActionType, ClauseKind, MergeSpec, check_grammar
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
@@ -50,6 +51,8 @@ from deltamerge.spark.session import (
 from deltamerge.spark.types import schema_string
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
+
+logger = logging.getLogger(__name__)
 
 RESULT_SCHEMA = StructType(
     [
@@ -262,6 +265,7 @@ def run_merge(
         if not setting(spark, SessionConf.HISTORY_METRICS):
             op = Operation(op.name, op.parameters, {}, op.changes_data)
         _record_identity_marks(txn, ctx)
+        _validate_num_records(spark, rm, actions, op.name)
         committing = True
         user_metadata = {k.lower(): v for k, v in (write_options or {}).items()}.get("usermetadata")
         txn.commit(actions, op, user_metadata=user_metadata)
@@ -278,6 +282,23 @@ def run_merge(
             raise translated from e
         raise
     return result_frame(spark, metrics)
+
+
+def _validate_num_records(
+    spark: SparkSession, rm: ResolvedMerge, actions: Sequence[Action], operation: str
+) -> None:
+    """Delta's ``validateNumRecords``: refuse a commit whose row counts the clauses cannot produce
+    (a writer bug), or only log it when ``numRecordsValidation.enabled`` is false."""
+    from deltamerge.txn.num_records import mismatch
+
+    inserts = bool(rm.of_kind(ClauseKind.NOT_MATCHED))
+    deletes = any(c.action is ActionType.DELETE for c in rm.clauses)
+    error = mismatch(actions, operation, inserts=inserts, deletes=deletes)
+    if error is None:
+        return
+    if setting(spark, SessionConf.NUM_RECORDS_VALIDATION):
+        raise error
+    logger.warning("%s", error.message)
 
 
 #: From this many columns (target and source together) a MERGE's queries run without constraint
