@@ -157,6 +157,13 @@ class MaxCommitAttemptsError(CommitError):
     error_class = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"
 
 
+class MaterializedSourceLostError(DeltaMergeError):
+    """Every attempt of a MERGE lost blocks of its materialized source (executors were lost)."""
+
+    error_class = "DELTA_MERGE_MATERIALIZE_SOURCE_FAILED_REPEATEDLY"
+    sql_state = "25000"
+
+
 class NumRecordsMismatchError(DeltaMergeError):
     """A MERGE, UPDATE or DELETE about to commit a row count its clauses cannot produce (a bug)."""
 

@@ -24,6 +24,7 @@ from deltamerge.constraints import check_dependent_types
 from deltamerge.errors import (
     ConcurrentModificationError,
     DeltaMergeError,
+    MaterializedSourceLostError,
     MetadataChangedError,
     TableNotFoundError,
     UnsupportedOperationError,
@@ -197,13 +198,67 @@ def run_merge(
     their condition), commit under their own operation name, parameters and metrics.
     ``write_options`` are a DataFrame write's (``replaceWhere``, dynamic partition overwrite):
     ``txnAppId``/``txnVersion`` and ``userMetadata``.
+
+    A source the merge materialized is dropped when it ends. When an executor holding part of it
+    is lost, the whole merge runs again with more replicas of the source (Delta's retry on
+    ``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``), at most ``merge.materializeSource.maxAttempts`` times.
     """
+    from deltamerge.merge.source import SourceBlocksLost
+
+    attempts = max(1, int(setting(spark, SessionConf.MATERIALIZE_MAX_ATTEMPTS)))
+    for attempt in range(1, attempts + 1):
+        try:
+            return _run_attempt(spark, table_root, spec, operation, write_options, attempt)
+        except SourceBlocksLost as lost:
+            if attempt == attempts:
+                raise MaterializedSourceLostError(
+                    f"Keeping the source of the MERGE statement materialized has failed repeatedly "
+                    f"({attempts} attempts lost blocks of it: executors holding them were lost). Nothing "
+                    "was committed. Retry once the cluster is stable, or raise "
+                    f"{SessionConf.MATERIALIZE_MAX_ATTEMPTS.key}."
+                ) from lost.__cause__
+            logger.warning(
+                "MERGE source blocks lost in attempt %d of %d; running the merge again", attempt, attempts
+            )
+    raise AssertionError("unreachable")
+
+
+def _run_attempt(
+    spark: SparkSession,
+    table_root: str,
+    spec: MergeSpec,
+    operation: OperationFactory | None,
+    write_options: Mapping[str, str] | None,
+    attempt: int,
+) -> DataFrame:
+    from deltamerge.merge.source import release
+
+    materialized: list[DataFrame] = []
+    try:
+        return _run(spark, table_root, spec, operation, write_options, attempt, materialized)
+    finally:
+        for df in materialized:
+            release(df)
+
+
+def _run(
+    spark: SparkSession,
+    table_root: str,
+    spec: MergeSpec,
+    operation: OperationFactory | None,
+    write_options: Mapping[str, str] | None,
+    attempt: int,
+    materialized: list[DataFrame],
+) -> DataFrame:
     start = time.monotonic()
     from deltamerge.merge.current_time import pin_clock
+    from deltamerge.merge.source import SourceBlocksLost, blocks_lost
 
     # now() & co. read once for the whole statement; history keeps the statement as written.
     written = spec
-    spec, clock_source = pin_clock(spark, spec)
+    spec, clock_source = pin_clock(spark, spec, attempt=attempt)
+    if clock_source is not None:
+        materialized.append(clock_source)
     pin_ms = timed_ms(start)
     txn, rm, plan = prepare(spark, table_root, spec)
     metrics = MergeMetrics(executor=plan.executor, materialize_reason=plan.materialize_reason)
@@ -236,7 +291,8 @@ def run_merge(
         m_start = time.monotonic()
         from deltamerge.merge.source import materialize
 
-        source = materialize(source)
+        source = materialize(source, attempt)
+        materialized.append(source)
         metrics.materializeSourceTimeMs = timed_ms(m_start)
 
     ctx = MergeContext(
@@ -275,6 +331,8 @@ def run_merge(
         landed = txn.committed_version is not None  # a failed post-commit hook leaves a landed commit
         if not landed and (not committing or isinstance(e, (ConcurrentModificationError, DeltaMergeError))):
             _discard(table_root, ctx.written_paths)
+        if materialized and not landed and blocks_lost(e, materialized):
+            raise SourceBlocksLost() from e
         from deltamerge.merge.casting import translate_runtime_error
 
         translated = translate_runtime_error(e)

@@ -97,7 +97,9 @@ def with_literals(spec: MergeSpec, micros: int) -> MergeSpec:
     )
 
 
-def pin_clock(spark: SparkSession, spec: MergeSpec) -> tuple[MergeSpec, DataFrame | None]:
+def pin_clock(
+    spark: SparkSession, spec: MergeSpec, *, attempt: int = 1
+) -> tuple[MergeSpec, DataFrame | None]:
     """The spec with the merge's instant as literals, and the materialized source when its plan
     reads the clock (None otherwise: the source is used as it is). Nothing changes, and no Spark
     job runs, when neither the statement nor the source reads the clock."""
@@ -108,7 +110,7 @@ def pin_clock(spark: SparkSession, spec: MergeSpec) -> tuple[MergeSpec, DataFram
     if source_reads_clock(spark, spec.source):
         column = f"__dm_now_{uuid.uuid4().hex[:8]}"
         names = spec.source.columns
-        materialized = materialize(spec.source.withColumn(column, F.current_timestamp()))
+        materialized = materialize(spec.source.withColumn(column, F.current_timestamp()), attempt)
         first = materialized.select(F.unix_micros(F.col(column))).limit(1).collect()
         micros = int(first[0][0]) if first else None
         pinned_source = materialized.select(*[F.col(quote_name(n)) for n in names])

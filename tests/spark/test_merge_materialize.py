@@ -1,0 +1,102 @@
+"""The materialized source's life (merge/source.py): dropped when the merge ends, and a merge
+that lost blocks of it runs again (Delta's retry on CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.errors import MaterializedSourceLostError
+
+pytestmark = pytest.mark.spark
+
+
+def _persistent_rdds(spark) -> set[int]:  # type: ignore[no-untyped-def]
+    return {int(k) for k in spark.sparkContext._jsc.getPersistentRDDs().keySet()}
+
+
+def _rows(spark, path):  # type: ignore[no-untyped-def]
+    return sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+
+
+@pytest.fixture
+def target(spark, tmp_path):  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(10).select("id", F.lit(0).alias("v")).coalesce(1), path)
+    src = str(tmp_path / "src")  # a plain Parquet source: materialized in auto mode
+    spark.range(5, 15).select("id", F.lit(1).alias("v")).coalesce(2).write.parquet(src)
+    return path, src
+
+
+def _upsert(spark, path, src):  # type: ignore[no-untyped-def]
+    source = spark.read.parquet(src).alias("s")
+    m = DeltaTable.forPath(spark, path).alias("t").merge(source, "t.id = s.id")
+    return tuple(m.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().collect()[0])
+
+
+def test_materialized_source_is_dropped_after_the_merge(spark, target) -> None:
+    path, src = target
+    before = _persistent_rdds(spark)
+    for _ in range(3):  # a MERGE per micro-batch must not pile up checkpoint blocks
+        _upsert(spark, path, src)
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+    assert int(metrics["materializeSourceTimeMs"]) > 0
+    assert _persistent_rdds(spark) == before
+    # A source the user checkpointed is theirs: the merge leaves it alone.
+    mine = spark.read.parquet(src).localCheckpoint(eager=True)
+    DeltaTable.forPath(spark, path).alias("t").merge(
+        mine.alias("s"), "t.id = s.id"
+    ).whenMatchedDelete().execute()
+    assert len(_persistent_rdds(spark) - before) == 1 and mine.count() == 10
+
+
+def _lose_blocks(monkeypatch, times: int) -> list[int]:  # type: ignore[no-untyped-def]
+    """Drop the materialized source's blocks as the merge starts working, ``times`` times (what
+    an executor lost mid-merge does); returns the attempts seen."""
+    from deltamerge.merge import command
+    from deltamerge.merge.source import _checkpoint_rdd
+
+    real = command._execute
+    seen: list[int] = []
+
+    def execute(ctx, plan):  # type: ignore[no-untyped-def]
+        seen.append(len(seen) + 1)
+        if len(seen) <= times:
+            # The renamed source is a projection of the checkpoint: its one leaf is the RDD.
+            rdd = _checkpoint_rdd(ctx.source)
+            assert rdd is not None
+            rdd.unpersist(True)
+        return real(ctx, plan)
+
+    monkeypatch.setattr(command, "_execute", execute)
+    return seen
+
+
+def test_lost_source_blocks_run_the_merge_again(spark, target, monkeypatch) -> None:
+    path, src = target
+    seen = _lose_blocks(monkeypatch, times=1)
+    before = _persistent_rdds(spark)
+    assert _upsert(spark, path, src) == (10, 5, 0, 5)
+    assert seen == [1, 2]
+    assert _rows(spark, path) == [(i, 0) for i in range(5)] + [(i, 1) for i in range(5, 15)]
+    table = DeltaTable.forPath(spark, path)
+    assert table.version() == 1 and table.history(1).collect()[0]["operation"] == "MERGE"
+    assert _persistent_rdds(spark) == before
+
+
+def test_source_blocks_lost_on_every_attempt(spark, target, monkeypatch, spark_conf) -> None:
+    path, src = target
+    spark_conf({"spark.databricks.delta.merge.materializeSource.maxAttempts": "2"})
+    seen = _lose_blocks(monkeypatch, times=5)
+    files = sorted(p.name for p in Path(path).rglob("*.parquet"))
+    with pytest.raises(MaterializedSourceLostError, match="DELTA_MERGE_MATERIALIZE_SOURCE_FAILED_REPEATEDLY"):
+        _upsert(spark, path, src)
+    assert seen == [1, 2]
+    assert DeltaTable.forPath(spark, path).version() == 0 and _rows(spark, path) == [
+        (i, 0) for i in range(10)
+    ]
+    assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files
