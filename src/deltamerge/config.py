@@ -116,6 +116,7 @@ class TableProperties:
         "delta.deletedFileRetentionDuration", 7 * 86_400_000, parse_interval_ms
     )
     LOG_RETENTION_MS = _table("delta.logRetentionDuration", 30 * 86_400_000, parse_interval_ms)
+    EXPIRED_LOG_CLEANUP = _table("delta.enableExpiredLogCleanup", True, parse_bool)
     NUM_INDEXED_COLS = _table("delta.dataSkippingNumIndexedCols", 32, int)
     STATS_COLUMNS = _table("delta.dataSkippingStatsColumns", "", str)
     STRING_PREFIX_LENGTH = _table("delta.dataSkippingStringPrefixLength", 32, int)

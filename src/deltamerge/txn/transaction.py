@@ -37,7 +37,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.log import char_varchar, column_mapping, filenames
+from deltamerge.log import char_varchar, cleanup, column_mapping, filenames
 from deltamerge.log.actions import (
     Action,
     AddCDCFile,
@@ -437,8 +437,21 @@ class OptimisticTransaction:
                 _fault("before_checkpoint")  # the commit landed, its checkpoint is due
                 _fault("mid_checkpoint", self.log.store, filenames.checkpoint_name(version), snapshot)
                 self.log.checkpoint(snapshot)
+                self._clean_up_expired_logs(snapshot)
         except Exception:  # post-commit work is best effort by design
             logger.warning("Post-commit work (checkpoint) failed for version %d", version, exc_info=True)
+
+    def _clean_up_expired_logs(self, snapshot: Snapshot) -> None:
+        """Delta's metadata cleanup after a checkpoint (``log/cleanup.py``)."""
+        configuration = snapshot.metadata.configuration
+        if not TableProperties.EXPIRED_LOG_CLEANUP.get(configuration):
+            return
+        if "checkpointProtection" in (snapshot.protocol.writer_features or ()):
+            return
+        retention = TableProperties.LOG_RETENTION_MS.get(configuration)
+        deleted = cleanup.delete_expired_logs(self.log.store, retention, int(time.time() * 1000))
+        if deleted:
+            logger.info("Deleted %d expired log files of %s", len(deleted), self.log.table_root)
 
     def _update_manifests(self, version: int, actions: Sequence[Action]) -> None:
         # Delta's GenerateSymlinkManifest post-commit hook: unlike the checkpoint, a failure is the
