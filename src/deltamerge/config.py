@@ -136,6 +136,10 @@ class SessionConf:
     DV_PERSISTENT = _session("merge.deletionVectors.persistent", True, parse_bool)
     EMPTY_SCHEMA_TARGET_CHECK = _session("merge.emptySchemaTargetCheck.enabled", True, parse_bool)
     PRESERVE_NULL_SOURCE_STRUCTS = _session("merge.preserveNullSourceStructs", True, parse_bool)
+    # Unset: falls back to merge.preserveNullSourceStructs.
+    PRESERVE_NULL_SOURCE_STRUCTS_UPDATE_STAR: Setting[bool | None] = _session(
+        "merge.preserveNullSourceStructs.updateStar", None, parse_bool
+    )
     STRUCTS_BY_NAME = _session("resolveMergeUpdateStructsByName.enabled", True, parse_bool)
     CASTING_FOLLOWS_ANSI = _session("updateAndMergeCastingFollowsAnsiEnabledFlag", False, parse_bool)
     TYPE_WIDENING_AUTO = _session("typeWidening.allowAutomaticWidening", "always", str)
@@ -184,9 +188,6 @@ class SessionConf:
     PROPERTY_CONSTRAINTS_CHECK = _session("tablePropertyConstraintsCheck.enabled", True, parse_bool)
     VACUUM_LITE = _session("vacuum.lite.enabled", False, parse_bool)
     RETENTION_CHECK = _session("retentionDurationCheck.enabled", True, parse_bool)
-    DEFAULT_ENABLE_CDF = _session("properties.defaults.enableChangeDataFeed", "", str)
-    DEFAULT_ENABLE_DVS = _session("properties.defaults.enableDeletionVectors", "", str)
-    DEFAULT_ENABLE_TYPE_WIDENING = _session("properties.defaults.enableTypeWidening", "", str)
     OPTIMIZE_MAX_FILE_SIZE = _session("optimize.maxFileSize", 1 << 30, parse_bytes)
     OPTIMIZE_MIN_FILE_SIZE = _session("optimize.minFileSize", 1 << 30, parse_bytes)
     OPTIMIZE_MAX_DELETED_ROWS_RATIO = _session("optimize.maxDeletedRowsRatio", 0.05, float)

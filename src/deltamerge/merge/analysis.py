@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from deltamerge.config import SessionConf
 from deltamerge.errors import AnalysisError
 from deltamerge.generated import generated_columns, substitute
 from deltamerge.identity import explicit_insert_error, identity_columns, identity_of, update_error
@@ -145,16 +146,11 @@ class AnalysisSettings:
     ) -> AnalysisSettings:
         """Read the settings through a ``key -> value | None`` getter."""
 
-        def flag(key: str, default: bool) -> bool:
-            value = get("spark.databricks.delta." + key)
-            return default if value is None else value.strip().lower() == "true"
-
-        automatic = get("spark.databricks.delta.typeWidening.allowAutomaticWidening") or "always"
         return cls(
             cast=CastSettings.from_conf(get, case_sensitive=case_sensitive),
-            widening=widening_for(table_configuration, automatic),
-            drop_null_columns=flag("createDataFrame.dropNullColumns", False),
-            empty_schema_check=flag("merge.emptySchemaTargetCheck.enabled", True),
+            widening=widening_for(table_configuration, SessionConf.TYPE_WIDENING_AUTO.get(get) or "always"),
+            drop_null_columns=bool(SessionConf.DROP_NULL_COLUMNS.get(get)),
+            empty_schema_check=bool(SessionConf.EMPTY_SCHEMA_TARGET_CHECK.get(get)),
         )
 
 

@@ -50,12 +50,11 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from deltamerge.config import SessionConf
 from deltamerge.errors import AnalysisError, DeltaMergeError
 from deltamerge.merge.evolution import can_up_cast, catalog_string, contains_struct, ddl, same_type, sql_type
 from deltamerge.predicates import DIALECT, is_deterministic
 from deltamerge.spark.types import string_pieces
-
-_PREFIX = "spark.databricks.delta."
 
 
 @dataclass(frozen=True)
@@ -72,19 +71,14 @@ class CastSettings:
     @classmethod
     def from_conf(cls, get: Callable[[str], str | None], *, case_sensitive: bool) -> CastSettings:
         """Read the settings through a ``key -> value | None`` getter."""
-
-        def flag(key: str, default: bool) -> bool:
-            value = get(key)
-            return default if value is None else value.strip().lower() == "true"
-
-        preserve = flag(_PREFIX + "merge.preserveNullSourceStructs", True)
+        preserve = bool(SessionConf.PRESERVE_NULL_SOURCE_STRUCTS.get(get))
+        update_star = SessionConf.PRESERVE_NULL_SOURCE_STRUCTS_UPDATE_STAR.get(get)
         return cls(
             policy=(get("spark.sql.storeAssignmentPolicy") or "ANSI").strip().upper(),
-            follow_ansi_flag=flag(_PREFIX + "updateAndMergeCastingFollowsAnsiEnabledFlag", False),
-            by_name=flag(_PREFIX + "resolveMergeUpdateStructsByName.enabled", True),
+            follow_ansi_flag=bool(SessionConf.CASTING_FOLLOWS_ANSI.get(get)),
+            by_name=bool(SessionConf.STRUCTS_BY_NAME.get(get)),
             preserve_null_structs=preserve,
-            preserve_null_update_star=preserve
-            and flag(_PREFIX + "merge.preserveNullSourceStructs.updateStar", preserve),
+            preserve_null_update_star=preserve and update_star is not False,
             case_sensitive=case_sensitive,
         )
 
