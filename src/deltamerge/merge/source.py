@@ -6,8 +6,9 @@ so it is pinned with an eager local checkpoint, keeping only the columns the mer
 
 The checkpoint's blocks live on the executors' disks until they are dropped: ``release`` drops
 them when the merge ends, as Delta does (otherwise only a JVM garbage collection lets Spark's
-ContextCleaner drop them, and a MERGE per micro-batch piles them up until then). An executor lost mid-merge takes its blocks with it; ``blocks_lost`` recognises
-Spark's error for that, and the command runs the merge again with more replicas.
+ContextCleaner drop them, and a MERGE per micro-batch piles them up until then). An executor
+lost mid-merge takes its blocks with it; ``blocks_lost`` recognises Spark's error for that, and
+the command runs the merge again with more replicas.
 """
 
 from __future__ import annotations
