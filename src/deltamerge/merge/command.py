@@ -203,12 +203,13 @@ def run_merge(
     is lost, the whole merge runs again with more replicas of the source (Delta's retry on
     ``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``), at most ``merge.materializeSource.maxAttempts`` times.
     """
-    from deltamerge.merge.source import SourceBlocksLost
+    from deltamerge.merge.source import SourceBlocksLost, release
 
     attempts = max(1, int(setting(spark, SessionConf.MATERIALIZE_MAX_ATTEMPTS)))
     for attempt in range(1, attempts + 1):
+        materialized: list[DataFrame] = []
         try:
-            return _run_attempt(spark, table_root, spec, operation, write_options, attempt)
+            return _run(spark, table_root, spec, operation, write_options, attempt, materialized)
         except SourceBlocksLost as lost:
             if attempt == attempts:
                 raise MaterializedSourceLostError(
@@ -220,25 +221,10 @@ def run_merge(
             logger.warning(
                 "MERGE source blocks lost in attempt %d of %d; running the merge again", attempt, attempts
             )
+        finally:
+            for df in materialized:
+                release(df)
     raise AssertionError("unreachable")
-
-
-def _run_attempt(
-    spark: SparkSession,
-    table_root: str,
-    spec: MergeSpec,
-    operation: OperationFactory | None,
-    write_options: Mapping[str, str] | None,
-    attempt: int,
-) -> DataFrame:
-    from deltamerge.merge.source import release
-
-    materialized: list[DataFrame] = []
-    try:
-        return _run(spark, table_root, spec, operation, write_options, attempt, materialized)
-    finally:
-        for df in materialized:
-            release(df)
 
 
 def _run(
@@ -250,6 +236,8 @@ def _run(
     attempt: int,
     materialized: list[DataFrame],
 ) -> DataFrame:
+    """One attempt of ``run_merge``; the sources it materializes go into ``materialized``, which
+    the caller releases."""
     start = time.monotonic()
     from deltamerge.merge.current_time import pin_clock
     from deltamerge.merge.source import SourceBlocksLost, blocks_lost
