@@ -397,13 +397,6 @@ def _delete_metrics(values: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-def _logical_records(f: AddFile) -> int | None:
-    n = f.num_records
-    if n is None:
-        return None
-    return n - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
-
-
 def _metadata_only_delete(
     spark: SparkSession, table_root: str, cond: exp.Expression | None, alias: str | None
 ) -> DataFrame:
@@ -432,7 +425,7 @@ def _metadata_only_delete(
         txn.add_read_predicate(may_match, to_sql(plain))
     txn.add_read_files(files)
     scan_ms = max(1, int((time.monotonic() - start) * 1000)) if files else 0
-    counts = [_logical_records(f) for f in files]
+    counts = [f.num_logical_records for f in files]
     deleted = sum(c for c in counts if c is not None) if files and all(c is not None for c in counts) else 0
     if not files and setting(spark, SessionConf.SKIP_EMPTY_COMMITS):
         return _finish(spark, table_root, 0)

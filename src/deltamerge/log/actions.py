@@ -158,6 +158,18 @@ class Metadata:
         return _drop_none(out)
 
 
+def _stats_num_records(stats: str | None) -> int | None:
+    if not stats:
+        return None
+    n = json.loads(stats).get("numRecords")
+    return None if n is None else int(n)
+
+
+def _logical_records(stats: str | None, dv: DeletionVectorDescriptor | None) -> int | None:
+    n = _stats_num_records(stats)
+    return None if n is None else n - (dv.cardinality if dv is not None else 0)
+
+
 @dataclass(frozen=True)
 class AddFile:
     """A data file that is part of the table (PROTOCOL.md "Add File and Remove File")."""
@@ -185,10 +197,12 @@ class AddFile:
     @property
     def num_records(self) -> int | None:
         """``stats.numRecords`` (physical rows), when stats exist."""
-        if not self.stats:
-            return None
-        n = json.loads(self.stats).get("numRecords")
-        return None if n is None else int(n)
+        return _stats_num_records(self.stats)
+
+    @property
+    def num_logical_records(self) -> int | None:
+        """Rows a reader sees (Delta's ``numLogicalRecords``): physical rows minus the deletion vector's."""
+        return _logical_records(self.stats, self.deletion_vector)
 
     @classmethod
     def from_json(cls, d: JsonDict) -> AddFile:
@@ -269,6 +283,11 @@ class RemoveFile:
     def key(self) -> tuple[str, str | None]:
         """Logical file identity: (path, DV unique id)."""
         return (self.path, None if self.deletion_vector is None else self.deletion_vector.unique_id)
+
+    @property
+    def num_logical_records(self) -> int | None:
+        """The removed file's rows a reader saw (Delta's ``numLogicalRecords``), when stats exist."""
+        return _logical_records(self.stats, self.deletion_vector)
 
     @classmethod
     def from_json(cls, d: JsonDict) -> RemoveFile:

@@ -251,10 +251,10 @@ def live_rows(files: Sequence[AddFile]) -> int | None:
     """Rows a scan of ``files`` yields, from their statistics (None when a file has none)."""
     total = 0
     for f in files:
-        n = f.num_records
+        n = f.num_logical_records
         if n is None:
             return None
-        total += n - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
+        total += n
     return total
 
 

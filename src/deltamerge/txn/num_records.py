@@ -9,7 +9,6 @@ does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -25,25 +24,16 @@ class NumRecords:
     removed: int | None
 
 
-def _logical(f: AddFile | RemoveFile) -> int | None:
-    if not f.stats:
-        return None
-    n = json.loads(f.stats).get("numRecords")
-    if n is None:
-        return None
-    return int(n) - (f.deletion_vector.cardinality if f.deletion_vector is not None else 0)
-
-
 def count_records(actions: Iterable[Action]) -> NumRecords:
     """The logical rows the actions add and remove."""
     added: int | None = 0
     removed: int | None = 0
     for a in actions:
         if isinstance(a, AddFile) and added is not None:
-            n = _logical(a)
+            n = a.num_logical_records
             added = None if n is None else added + n
         elif isinstance(a, RemoveFile) and removed is not None:
-            n = _logical(a)
+            n = a.num_logical_records
             removed = None if n is None else removed + n
     return NumRecords(added, removed)
 
