@@ -49,7 +49,7 @@ from deltamerge.spark.types import (
 )
 from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
-from deltamerge.txn.transaction import OptimisticTransaction
+from deltamerge.txn.transaction import OptimisticTransaction, writer_option
 
 _MODES = {
     "error": "ErrorIfExists",
@@ -272,7 +272,7 @@ def write(
     }
     params = {"mode": _MODES[key], "partitionBy": list(parts)}
     try:
-        user_metadata = {k.lower(): v for k, v in (options or {}).items()}.get("usermetadata")
+        user_metadata = writer_option(options, "userMetadata")
         version = txn.commit(actions, Operation("WRITE", params, metrics), user_metadata=user_metadata)
     except BaseException:
         import contextlib

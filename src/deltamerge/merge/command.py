@@ -51,7 +51,7 @@ from deltamerge.spark.session import (
 )
 from deltamerge.spark.types import schema_string
 from deltamerge.txn.operations import Operation
-from deltamerge.txn.transaction import OptimisticTransaction
+from deltamerge.txn.transaction import OptimisticTransaction, writer_option
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ def _run(
         _record_identity_marks(txn, ctx)
         _validate_num_records(spark, rm, actions, op.name)
         committing = True
-        user_metadata = {k.lower(): v for k, v in (write_options or {}).items()}.get("usermetadata")
+        user_metadata = writer_option(write_options, "userMetadata")
         txn.commit(actions, op, user_metadata=user_metadata)
     except BaseException as e:
         # Delete our files only when the commit certainly did not happen; after an unknown

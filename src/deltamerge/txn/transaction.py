@@ -471,6 +471,12 @@ class OptimisticTransaction:
             ) from e
 
 
+def writer_option(options: Mapping[str, str] | None, name: str) -> str | None:
+    """A DataFrame writer option by name, matched case-insensitively as Spark's options are."""
+    wanted = name.lower()
+    return next((v for k, v in (options or {}).items() if k.lower() == wanted), None)
+
+
 def idempotency(conf: ConfSource, options: Mapping[str, str] | None = None) -> tuple[str, int, bool] | None:
     """(app id, version, from the session settings) of an idempotent write, or None.
 
@@ -478,8 +484,7 @@ def idempotency(conf: ConfSource, options: Mapping[str, str] | None = None) -> t
     settings ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` together; one without the
     other is ``DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS``.
     """
-    lowered = {k.lower(): v for k, v in (options or {}).items()}
-    app, version_text = lowered.get("txnappid"), lowered.get("txnversion")
+    app, version_text = writer_option(options, "txnAppId"), writer_option(options, "txnVersion")
     if (app is None) != (version_text is None):
         raise InvalidArgumentError(
             "Invalid options for idempotent DataFrame writes: both txnVersion and txnAppId must be "
