@@ -19,6 +19,10 @@ from deltamerge.errors import AnalysisError
 __all__ = ["DeltaMergeIntoWriter", "wrap_merge_into"]
 
 
+#: Recorded for ``whenNotMatchedBySource().updateAll()``, which the MERGE refuses when it runs.
+_NMBS_UPDATE_ALL = "notMatchedBySourceUpdateAll"
+
+
 class DeltaMergeIntoWriter:
     """``MergeIntoWriter`` (Spark 4) over a deltamerge table: clauses in call order, then ``merge()``."""
 
@@ -28,7 +32,8 @@ class DeltaMergeIntoWriter:
         self._condition = condition
         self._path = path
         self._name = name
-        self._clauses: list[tuple[str, Any, str, dict[str, Any] | None]] = []
+        # (DeltaMergeBuilder method, clause condition, its keyword arguments), in call order.
+        self._clauses: list[tuple[str, Any, dict[str, Any]]] = []
         self._evolve = False
 
     def whenMatched(self, condition: Any = None) -> DeltaMergeIntoWriter.WhenMatched:
@@ -48,10 +53,6 @@ class DeltaMergeIntoWriter:
         self._evolve = True
         return self
 
-    def _add(self, kind: str, condition: Any, action: str, assignments: dict[str, Any] | None = None) -> Any:
-        self._clauses.append((kind, condition, action, assignments))
-        return self
-
     def merge(self) -> None:
         """Run the MERGE (one Delta commit)."""
         from deltamerge.table import DeltaTable
@@ -62,82 +63,68 @@ class DeltaMergeIntoWriter:
         else:
             table = DeltaTable.forPath(spark, str(self._path))
         builder = table.merge(self._source, self._condition)
-        for kind, condition, action, assignments in self._clauses:
-            if kind == "matched":
-                if action == "updateAll":
-                    builder = builder.whenMatchedUpdateAll(condition)
-                elif action == "update":
-                    builder = builder.whenMatchedUpdate(condition, set=assignments)
-                else:
-                    builder = builder.whenMatchedDelete(condition)
-            elif kind == "notMatched":
-                if action == "insertAll":
-                    builder = builder.whenNotMatchedInsertAll(condition)
-                else:
-                    builder = builder.whenNotMatchedInsert(condition, values=assignments)
-            elif action == "updateAll":
+        for method, condition, kwargs in self._clauses:
+            if method == _NMBS_UPDATE_ALL:
                 raise AnalysisError(
                     "WHEN NOT MATCHED BY SOURCE cannot UPDATE SET *: there is no source row to take the "
                     "values from. Use update({...}) with target columns or literals, or delete().",
                     error_class="DELTA_MERGE_UNRESOLVED_EXPRESSION",
                 )
-            elif action == "update":
-                builder = builder.whenNotMatchedBySourceUpdate(condition, set=assignments)
-            else:
-                builder = builder.whenNotMatchedBySourceDelete(condition)
+            builder = getattr(builder, method)(condition, **kwargs)
         if self._evolve:
             builder = builder.withSchemaEvolution()
         builder.execute()
 
-    class WhenMatched:
-        """``whenMatched(...)``: then ``updateAll()``, ``update({col: Column})`` or ``delete()``."""
+    class _When:
+        """One ``when...(condition)``: its action method records the clause on the writer."""
 
         def __init__(self, writer: DeltaMergeIntoWriter, condition: Any):
             self._writer, self._condition = writer, condition
+
+        def _then(self, method: str, **kwargs: Any) -> DeltaMergeIntoWriter:
+            self._writer._clauses.append((method, self._condition, kwargs))
+            return self._writer
+
+    class WhenMatched(_When):
+        """``whenMatched(...)``: then ``updateAll()``, ``update({col: Column})`` or ``delete()``."""
 
         def updateAll(self) -> DeltaMergeIntoWriter:
             """UPDATE SET * for the matched rows."""
-            return self._writer._add("matched", self._condition, "updateAll")  # type: ignore[no-any-return]
+            return self._then("whenMatchedUpdateAll")
 
         def update(self, assignments: dict[str, Any]) -> DeltaMergeIntoWriter:
             """UPDATE SET col = value for the matched rows."""
-            return self._writer._add("matched", self._condition, "update", dict(assignments))  # type: ignore[no-any-return]
+            return self._then("whenMatchedUpdate", set=dict(assignments))
 
         def delete(self) -> DeltaMergeIntoWriter:
             """DELETE the matched rows."""
-            return self._writer._add("matched", self._condition, "delete")  # type: ignore[no-any-return]
+            return self._then("whenMatchedDelete")
 
-    class WhenNotMatched:
+    class WhenNotMatched(_When):
         """``whenNotMatched(...)``: then ``insertAll()`` or ``insert({col: Column})``."""
-
-        def __init__(self, writer: DeltaMergeIntoWriter, condition: Any):
-            self._writer, self._condition = writer, condition
 
         def insertAll(self) -> DeltaMergeIntoWriter:
             """INSERT * of the unmatched source rows."""
-            return self._writer._add("notMatched", self._condition, "insertAll")  # type: ignore[no-any-return]
+            return self._then("whenNotMatchedInsertAll")
 
         def insert(self, assignments: dict[str, Any]) -> DeltaMergeIntoWriter:
             """INSERT (cols) VALUES (...) of the unmatched source rows."""
-            return self._writer._add("notMatched", self._condition, "insert", dict(assignments))  # type: ignore[no-any-return]
+            return self._then("whenNotMatchedInsert", values=dict(assignments))
 
-    class WhenNotMatchedBySource:
+    class WhenNotMatchedBySource(_When):
         """``whenNotMatchedBySource(...)``: then ``update({col: Column})`` or ``delete()``."""
-
-        def __init__(self, writer: DeltaMergeIntoWriter, condition: Any):
-            self._writer, self._condition = writer, condition
 
         def updateAll(self) -> DeltaMergeIntoWriter:
             """Refused when the MERGE runs: an unmatched target row has no source values."""
-            return self._writer._add("notMatchedBySource", self._condition, "updateAll")  # type: ignore[no-any-return]
+            return self._then(_NMBS_UPDATE_ALL)
 
         def update(self, assignments: dict[str, Any]) -> DeltaMergeIntoWriter:
             """UPDATE SET col = value for the target rows no source row matches."""
-            return self._writer._add("notMatchedBySource", self._condition, "update", dict(assignments))  # type: ignore[no-any-return]
+            return self._then("whenNotMatchedBySourceUpdate", set=dict(assignments))
 
         def delete(self) -> DeltaMergeIntoWriter:
             """DELETE the target rows no source row matches."""
-            return self._writer._add("notMatchedBySource", self._condition, "delete")  # type: ignore[no-any-return]
+            return self._then("whenNotMatchedBySourceDelete")
 
 
 def wrap_merge_into(original: Callable[..., Any]) -> Callable[..., Any]:
