@@ -112,6 +112,9 @@ class TableProperties:
     ENABLE_CDF = _table("delta.enableChangeDataFeed", False, parse_bool)
     ENABLE_DVS = _table("delta.enableDeletionVectors", False, parse_bool)
     ENABLE_TYPE_WIDENING = _table("delta.enableTypeWidening", False, parse_bool)
+    ENABLE_ICT = _table("delta.enableInCommitTimestamps", False, parse_bool)
+    ICT_ENABLEMENT_VERSION = _table("delta.inCommitTimestampEnablementVersion", -1, int)
+    ICT_ENABLEMENT_TIMESTAMP = _table("delta.inCommitTimestampEnablementTimestamp", -1, int)
     DELETED_FILE_RETENTION_MS = _table(
         "delta.deletedFileRetentionDuration", 7 * 86_400_000, parse_interval_ms
     )

@@ -330,3 +330,32 @@ def test_deltamerge_appends_to_deltars_table(spark, tmp_path: Path) -> None:
     current += rows([600])
     assert deltamerge_rows(spark, root) == norm(current)
     assert deltars_rows(root) == norm(current)
+
+
+def test_in_commit_timestamps_merge_and_deltars_reads(spark, tmp_path: Path) -> None:
+    """A table with in-commit timestamps: MERGE stamps each commit, delta-rs reads rows and history,
+    and time travel by timestamp resolves by the in-commit timestamps, not the files' times."""
+    root = str(tmp_path / "ict")
+    ict = {"delta.enableInCommitTimestamps": "true"}
+    deltamerge.write(spark_df(spark, rows(range(6))), root, configuration=ict)
+    source = spark_df(spark, rows(range(4, 9)))
+    (
+        DeltaTable.forPath(spark, root).alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll()
+        .execute()
+    )  # fmt: skip
+    log = DeltaLog.for_table(root)
+    stamps = [log.read_commit(v)[0].in_commit_timestamp for v in (0, 1)]
+    assert stamps[0] is not None and stamps[1] is not None and stamps[1] > stamps[0]
+    # Copying the table changes the files' times; the in-commit timestamps stay.
+    for v in (0, 1):
+        os.utime(os.path.join(root, "_delta_log", f"{v:020d}.json"), (1, 1))
+    history = DeltaTable.forPath(spark, root).history().orderBy("version").collect()
+    assert [int(h.timestamp.timestamp() * 1000) for h in history] == stamps
+    assert [h.operation for h in history] == ["WRITE", "MERGE"]
+    assert DeltaLog.for_table(root).version_at_timestamp(stamps[1] - 1) == 0
+    table = deltalake.DeltaTable(root)
+    assert table.version() == 1
+    assert deltars_rows(table) == norm(rows(range(4)) + rows(range(4, 9)))
+    assert [h.get("inCommitTimestamp") for h in table.history()[::-1]] == stamps

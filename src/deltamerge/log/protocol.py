@@ -62,6 +62,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         COLUMN_MAPPING,
         TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW,
+        IN_COMMIT_TIMESTAMP,
     }
 )
 #: Reader features deltamerge can read.
@@ -208,7 +209,6 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
 _ADVICE = {
     ROW_TRACKING: "Row tracking is not implemented by deltamerge",
     CLUSTERING: "Liquid clustering is not implemented by deltamerge",
-    IN_COMMIT_TIMESTAMP: "In-commit timestamps are not implemented by deltamerge",
     V2_CHECKPOINT: "deltamerge reads V2 checkpoints but does not write them",
 }
 

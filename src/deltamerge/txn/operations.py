@@ -61,9 +61,18 @@ def build_commit_info(
     engine_info: str,
     txn_id: str,
     user_metadata: str | None = None,
+    in_commit_timestamp: int | None = None,
 ) -> CommitInfo:
-    """The ``commitInfo`` action, with delta-spark's field names and order."""
-    raw: dict[str, Any] = {
+    """The ``commitInfo`` action, with delta-spark's field names and order.
+
+    With in-commit timestamps, ``inCommitTimestamp`` comes first and ``timestamp`` equals it (as
+    delta-spark writes them).
+    """
+    raw: dict[str, Any] = {}
+    if in_commit_timestamp is not None:
+        raw["inCommitTimestamp"] = in_commit_timestamp
+        timestamp = in_commit_timestamp
+    raw |= {
         "timestamp": timestamp,
         "operation": operation.name,
         "operationParameters": operation.operation_parameters(),

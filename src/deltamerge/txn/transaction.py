@@ -11,7 +11,8 @@
                                         ▼
                      check_conflicts(each winner r+1..latest) ── conflict ──> Concurrent*Error
                                         │ none
-                                        └──> retry at latest+1 (same payload, same readVersion)
+                                        └──> retry at latest+1 (same actions, same readVersion;
+                                             commitInfo rebuilt: in-commit timestamps follow the winner)
 """
 
 from __future__ import annotations
@@ -358,27 +359,45 @@ class OptimisticTransaction:
         check_can_write(protocol, metadata)
         self._validate(actions, metadata, protocol)
         isolation = self._isolation_level(actions, operation, metadata)
-        commit_info = build_commit_info(
-            operation,
-            timestamp=_now_ms(),
-            read_version=self.read_version if not self.is_new_table else None,
-            isolation_level=isolation,
-            is_blind_append=self._is_blind_append(actions),
-            engine_info=self.engine_info,
-            txn_id=str(uuid.uuid4()),
-            user_metadata=user_metadata,
-        )
-        payload: list[Action] = [commit_info]
-        if self.is_new_table or self._new_protocol is not None:
-            payload.append(protocol)
-        if self.is_new_table or self._new_metadata is not None:
-            payload.append(metadata)
-        payload += list(self._app_txns.values())
-        payload += actions
-        data = serialize_commit(payload)
-        _fault("before_commit_write")  # data files are written, the log has nothing yet
+        is_blind_append = self._is_blind_append(actions)
+        txn_id = str(uuid.uuid4())
+        ict = TableProperties.ENABLE_ICT.get(metadata.configuration)
+        read = self.snapshot.metadata if self.snapshot is not None else None
+        # Delta records when in-commit timestamps were turned on for a table that has older commits.
+        ict_enabling = ict and read is not None and not TableProperties.ENABLE_ICT.get(read.configuration)
 
-        all_txns = [a for a in payload if isinstance(a, SetTransaction)]
+        def build(version: int, previous_ts: int | None) -> bytes:
+            # Rebuilt per attempt: the in-commit timestamp follows the commit that precedes it.
+            now = _now_ms()
+            in_commit_ts = max(now, previous_ts + 1) if ict and previous_ts is not None else now
+            commit_metadata = metadata
+            if ict_enabling and version > 0:
+                configuration = dict(metadata.configuration)
+                configuration[TableProperties.ICT_ENABLEMENT_VERSION.key] = str(version)
+                configuration[TableProperties.ICT_ENABLEMENT_TIMESTAMP.key] = str(in_commit_ts)
+                commit_metadata = replace(metadata, configuration=configuration)
+            commit_info = build_commit_info(
+                operation,
+                timestamp=now,
+                read_version=self.read_version if not self.is_new_table else None,
+                isolation_level=isolation,
+                is_blind_append=is_blind_append,
+                engine_info=self.engine_info,
+                txn_id=txn_id,
+                user_metadata=user_metadata,
+                in_commit_timestamp=in_commit_ts if ict else None,
+            )
+            payload: list[Action] = [commit_info]
+            if self.is_new_table or self._new_protocol is not None:
+                payload.append(protocol)
+            if self.is_new_table or self._new_metadata is not None:
+                payload.append(commit_metadata)
+            payload += list(self._app_txns.values())
+            payload += actions
+            return serialize_commit(payload)
+
+        _fault("before_commit_write")  # data files are written, the log has nothing yet
+        all_txns = [*self._app_txns.values(), *(a for a in actions if isinstance(a, SetTransaction))]
         info = TransactionInfo(
             read_version=self.read_version,
             isolation_level=isolation,
@@ -391,7 +410,8 @@ class OptimisticTransaction:
             removed_paths=frozenset(a.path for a in actions if isinstance(a, RemoveFile)),
             domains=frozenset(a.domain for a in actions if isinstance(a, DomainMetadata)),
         )
-        version = self._write_with_retries(data, info)
+        previous_ts = self.snapshot.timestamp if self.snapshot is not None else None
+        version = self._write_with_retries(build, previous_ts, info)
         self.committed_version = version
         self._post_commit(version, metadata)
         if manifest.manifest_enabled(metadata) and any(isinstance(a, _FILE_ACTIONS) for a in actions):
@@ -401,12 +421,16 @@ class OptimisticTransaction:
     def _max_attempts(self) -> int:
         return max(1, SessionConf.MAX_COMMIT_ATTEMPTS.get(self._conf))
 
-    def _write_with_retries(self, data: bytes, info: TransactionInfo) -> int:
+    def _write_with_retries(
+        self, build: Callable[[int, int | None], bytes], previous_ts: int | None, info: TransactionInfo
+    ) -> int:
+        """Write ``build(version, timestamp of version - 1)`` at the first free version."""
         store = self.log.store
         version = self.read_version + 1
         checked_up_to = self.read_version
         max_attempts = self._max_attempts()
         for attempt in range(1, max_attempts + 1):
+            data = build(version, previous_ts)
             try:
                 _fault("after_tmp_write_before_link", store, filenames.commit_name(version), data)
                 store.write_exclusive(filenames.commit_name(version), data)
@@ -418,7 +442,9 @@ class OptimisticTransaction:
             latest = max(self.log.latest_version(), version)
             # Check every winner we have not checked yet, in version order.
             for w in range(checked_up_to + 1, latest + 1):
-                check_conflicts(info, WinningCommit(w, tuple(self.log.read_commit(w))))
+                winner = tuple(self.log.read_commit(w))
+                check_conflicts(info, WinningCommit(w, winner))
+                previous_ts = self._commit_time(w, winner)
             checked_up_to = latest
             version = latest + 1
         raise MaxCommitAttemptsError(
@@ -426,6 +452,13 @@ class OptimisticTransaction:
             f"conflict (last tried version {version}). The table is under heavy concurrent writing; retry "
             f"later or raise {SessionConf.MAX_COMMIT_ATTEMPTS.key}."
         )
+
+    def _commit_time(self, version: int, actions: Sequence[Action]) -> int:
+        """A commit's timestamp: its in-commit timestamp, else its file's modification time."""
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        if info is not None and info.in_commit_timestamp is not None:
+            return info.in_commit_timestamp
+        return self.log.store.mtime(filenames.commit_name(version))
 
     def _post_commit(self, version: int, metadata: Metadata) -> None:
         # The commit has landed: nothing below may turn it into a failure.

@@ -114,6 +114,12 @@ def test_identity_columns_in_use_are_writable(protocol: Protocol) -> None:
     check_can_write(protocol, _md(schema=IDENT))
 
 
+def test_in_commit_timestamps_are_writable() -> None:
+    check_can_write(
+        Protocol(1, 7, None, ("inCommitTimestamp",)), _md({"delta.enableInCommitTimestamps": "true"})
+    )
+
+
 GEN = _schema(_field("a", "long"), _field("b", "long", {"delta.generationExpression": "a + 1"}))
 IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.step": 1}))
 
@@ -124,11 +130,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
         (Protocol(1, 8), _md(), "writer version 8"),
         (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), _md(), "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
-        (
-            Protocol(1, 7, None, ("inCommitTimestamp",)),
-            _md({"delta.enableInCommitTimestamps": "true"}),
-            "inCommit",
-        ),
         (Protocol(1, 7, None, ("icebergCompatV2",)), _md(), "icebergCompatV2"),
         (Protocol(1, 7, None, ("checkpointProtection",)), _md(), "checkpointProtection"),
         (_features(["v2Checkpoint"], ["v2Checkpoint"]), _md(), "v2Checkpoint"),
