@@ -203,6 +203,8 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
     VARIANT_TYPE_PREVIEW: lambda conf, schema: _uses_type(schema, "variant"),
     VARIANT_SHREDDING_PREVIEW: lambda conf, schema: _uses_type(schema, "variant"),
     IN_COMMIT_TIMESTAMP: lambda conf, schema: _conf_true(conf, "delta.enableInCommitTimestamps"),
+    # Supported without enablement, new files get fresh row ids (txn/row_tracking.py).
+    ROW_TRACKING: lambda conf, schema: _conf_true(conf, "delta.enableRowTracking"),
     ALLOW_COLUMN_DEFAULTS: lambda conf, schema: _has_field_metadata(schema, lambda k: k == "CURRENT_DEFAULT"),
 }
 
@@ -456,9 +458,11 @@ def requested_features(configuration: Mapping[str, str]) -> tuple[dict[str, str]
         if feature is None:
             unknown.append(key)
             continue
-        if feature not in SUPPORTED_WRITER_FEATURES:
+        if feature not in SUPPORTED_WRITER_FEATURES and feature not in _ACTIVE_PROBES:
             raise _refuse(feature, for_write=True)
         features.add(feature)
+        if feature == ROW_TRACKING:
+            features.add(DOMAIN_METADATA)  # the high-water mark is a metadata domain
     if unknown:
         raise UnsupportedFeatureError(
             "Table features configured in the following Spark configs or Delta table properties are "

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deltamerge.config import SessionConf, TableProperties
@@ -63,7 +63,7 @@ from deltamerge.log.protocol import (
     writer_features,
 )
 from deltamerge.log.snapshot import DeltaLog, Snapshot
-from deltamerge.txn import manifest
+from deltamerge.txn import manifest, row_tracking
 from deltamerge.txn.conflicts import (
     ISOLATION_LEVELS,
     SERIALIZABLE,
@@ -95,6 +95,14 @@ def _table_isolation_level(metadata: Metadata | None) -> str:
             f"Invalid delta.isolationLevel {value!r}: use 'Serializable' or 'WriteSerializable'."
         )
     return value
+
+
+@dataclass(frozen=True)
+class _Previous:
+    """What a commit attempt follows: the previous commit's timestamp and the row ids' high-water mark."""
+
+    timestamp: int | None
+    high_water_mark: int
 
 
 class OptimisticTransaction:
@@ -232,6 +240,8 @@ class OptimisticTransaction:
             extended = with_features(protocol, features)
             if extended != protocol:
                 self._new_protocol = extended
+        read = self.snapshot.metadata if self.snapshot is not None else None
+        self._new_metadata = row_tracking.with_column_names(self.protocol, read, metadata)
 
     def update_protocol(self, protocol: Protocol) -> None:
         """Set an explicit protocol in this commit (e.g. to add a table feature)."""
@@ -358,17 +368,31 @@ class OptimisticTransaction:
             )
         check_can_write(protocol, metadata)
         self._validate(actions, metadata, protocol)
+        read = self.snapshot.metadata if self.snapshot is not None else None
+        if (
+            self.snapshot is not None
+            and row_tracking.is_enabled(protocol, metadata)
+            and not row_tracking.is_enabled(self.snapshot.protocol, read)
+        ):
+            # Enabling on a table with history: every file needs ids first (Delta's backfill);
+            # re-adding them reads the whole table, so a concurrent change conflicts.
+            refill = row_tracking.backfill(self.snapshot.files)
+            if refill:
+                self.add_read_files(refill)
+                self.mark_read_whole_table()
+                actions += refill
         isolation = self._isolation_level(actions, operation, metadata)
         is_blind_append = self._is_blind_append(actions)
         txn_id = str(uuid.uuid4())
         ict = TableProperties.ENABLE_ICT.get(metadata.configuration)
-        read = self.snapshot.metadata if self.snapshot is not None else None
         # Delta records when in-commit timestamps were turned on for a table that has older commits.
         ict_enabling = ict and read is not None and not TableProperties.ENABLE_ICT.get(read.configuration)
 
-        def build(version: int, previous_ts: int | None) -> bytes:
-            # Rebuilt per attempt: the in-commit timestamp follows the commit that precedes it.
+        def build(version: int, previous: _Previous) -> bytes:
+            # Rebuilt per attempt: the in-commit timestamp follows the commit that precedes it, and
+            # fresh row ids start above the latest high-water mark.
             now = _now_ms()
+            previous_ts = previous.timestamp
             in_commit_ts = max(now, previous_ts + 1) if ict and previous_ts is not None else now
             commit_metadata = metadata
             if ict_enabling and version > 0:
@@ -393,7 +417,13 @@ class OptimisticTransaction:
             if self.is_new_table or self._new_metadata is not None:
                 payload.append(commit_metadata)
             payload += list(self._app_txns.values())
-            payload += actions
+            payload += row_tracking.assign(
+                actions,
+                protocol=protocol,
+                metadata=metadata,
+                high_water_mark=previous.high_water_mark,
+                version=version,
+            )
             return serialize_commit(payload)
 
         _fault("before_commit_write")  # data files are written, the log has nothing yet
@@ -408,10 +438,18 @@ class OptimisticTransaction:
             metadata_changed=self.is_new_table or self._new_metadata is not None,
             protocol_changed=self.is_new_table or self._new_protocol is not None,
             removed_paths=frozenset(a.path for a in actions if isinstance(a, RemoveFile)),
-            domains=frozenset(a.domain for a in actions if isinstance(a, DomainMetadata)),
+            # The row ids' high-water mark is recomputed per attempt, never a conflict.
+            domains=frozenset(
+                a.domain for a in actions if isinstance(a, DomainMetadata) and a.domain != row_tracking.DOMAIN
+            ),
         )
-        previous_ts = self.snapshot.timestamp if self.snapshot is not None else None
-        version = self._write_with_retries(build, previous_ts, info)
+        previous = _Previous(
+            self.snapshot.timestamp if self.snapshot is not None else None,
+            row_tracking.high_water_mark(self.snapshot.domains)
+            if self.snapshot is not None
+            else row_tracking.MISSING_HIGH_WATER_MARK,
+        )
+        version = self._write_with_retries(build, previous, info)
         self.committed_version = version
         self._post_commit(version, metadata)
         if manifest.manifest_enabled(metadata) and any(isinstance(a, _FILE_ACTIONS) for a in actions):
@@ -422,15 +460,15 @@ class OptimisticTransaction:
         return max(1, SessionConf.MAX_COMMIT_ATTEMPTS.get(self._conf))
 
     def _write_with_retries(
-        self, build: Callable[[int, int | None], bytes], previous_ts: int | None, info: TransactionInfo
+        self, build: Callable[[int, _Previous], bytes], previous: _Previous, info: TransactionInfo
     ) -> int:
-        """Write ``build(version, timestamp of version - 1)`` at the first free version."""
+        """Write ``build(version, state after version - 1)`` at the first free version."""
         store = self.log.store
         version = self.read_version + 1
         checked_up_to = self.read_version
         max_attempts = self._max_attempts()
         for attempt in range(1, max_attempts + 1):
-            data = build(version, previous_ts)
+            data = build(version, previous)
             try:
                 _fault("after_tmp_write_before_link", store, filenames.commit_name(version), data)
                 store.write_exclusive(filenames.commit_name(version), data)
@@ -444,7 +482,11 @@ class OptimisticTransaction:
             for w in range(checked_up_to + 1, latest + 1):
                 winner = tuple(self.log.read_commit(w))
                 check_conflicts(info, WinningCommit(w, winner))
-                previous_ts = self._commit_time(w, winner)
+                mark = row_tracking.high_water_mark(winner)
+                previous = _Previous(
+                    self._commit_time(w, winner),
+                    mark if mark != row_tracking.MISSING_HIGH_WATER_MARK else previous.high_water_mark,
+                )
             checked_up_to = latest
             version = latest + 1
         raise MaxCommitAttemptsError(

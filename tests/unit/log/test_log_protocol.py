@@ -128,7 +128,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
     ("protocol", "metadata", "feature"),
     [
         (Protocol(1, 8), _md(), "writer version 8"),
-        (Protocol(1, 7, None, ("rowTracking", "domainMetadata")), _md(), "rowTracking"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
         (Protocol(1, 7, None, ("icebergCompatV2",)), _md(), "icebergCompatV2"),
         (Protocol(1, 7, None, ("checkpointProtection",)), _md(), "checkpointProtection"),
@@ -339,7 +338,7 @@ def test_requested_features_are_taken_out_of_the_properties() -> None:
     assert "delta.feature.noSuchFeature" in str(e.value)
     # A feature deltamerge cannot write would bind every later write: refused before any commit.
     with pytest.raises(UnsupportedFeatureError, match="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"):
-        requested_features({"delta.feature.rowTracking": "supported"})
+        requested_features({"delta.feature.clustering": "supported"})
 
 
 @pytest.mark.parametrize(
