@@ -30,7 +30,7 @@ from deltamerge.log.column_mapping import is_mapped
 from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
-from deltamerge.spark.scan import scan
+from deltamerge.spark.scan import ROW_ID_COL, ROW_TRACKING_COLS, ROW_VERSION_COL, scan
 from deltamerge.spark.session import (
     conf_getter,
     idempotent_skip,
@@ -49,6 +49,7 @@ from deltamerge.spark.types import (
 )
 from deltamerge.spark.write import to_add_files, write_parquet
 from deltamerge.txn.operations import Operation
+from deltamerge.txn.row_tracking import materialized_columns
 from deltamerge.txn.transaction import OptimisticTransaction, writer_option
 
 _MODES = {
@@ -353,15 +354,39 @@ def _timestamp_ms(ts: str | int | float | dt.datetime, time_zone: str = "UTC") -
 
 
 @internal_plan
-def read_snapshot(spark: SparkSession, snap: Snapshot, files: Sequence[AddFile] | None = None) -> DataFrame:
-    """A DataFrame over a snapshot (all its files, or the given subset)."""
-    return scan(
+def read_snapshot(
+    spark: SparkSession,
+    snap: Snapshot,
+    files: Sequence[AddFile] | None = None,
+    *,
+    row_tracking: bool = False,
+) -> DataFrame:
+    """A DataFrame over a snapshot (all its files, or the given subset).
+
+    ``row_tracking=True`` adds Delta's ``_metadata.row_id`` and ``_metadata.row_commit_version`` (a
+    ``_metadata`` struct column) on a table with row tracking enabled."""
+    hidden = None
+    if row_tracking:
+        names = materialized_columns(snap.protocol, snap.metadata)
+        if names is None:
+            raise InvalidArgumentError(
+                "Row tracking is not enabled on this table, so its rows have no row ids. Enable it "
+                "with ALTER TABLE ... SET TBLPROPERTIES ('delta.enableRowTracking' = 'true').",
+                error_class="DELTA_ROW_TRACKING_NOT_ENABLED",
+            )
+        hidden = (names.row_id, names.row_commit_version)
+    df = scan(
         spark,
         snap.table_root,
         snap.metadata.schema,
         tuple(snap.metadata.partition_columns),
         snap.files if files is None else files,
+        row_tracking=hidden,
     )
+    if hidden is None:
+        return df
+    meta = F.struct(F.col(ROW_ID_COL).alias("row_id"), F.col(ROW_VERSION_COL).alias("row_commit_version"))
+    return df.select(*[c for c in df.columns if c not in ROW_TRACKING_COLS], meta.alias("_metadata"))
 
 
 @internal_plan
@@ -370,8 +395,12 @@ def read(
     path: str,
     version: int | None = None,
     timestamp: str | int | dt.datetime | None = None,
+    *,
+    row_tracking: bool = False,
 ) -> DataFrame:
     """Read a Delta table (latest, or as of ``version`` / ``timestamp``; zone-less timestamps are in
-    the session time zone)."""
+    the session time zone). ``row_tracking=True`` adds ``_metadata.row_id`` and
+    ``_metadata.row_commit_version`` (row tracking enabled tables)."""
     quick_replies(spark)
-    return read_snapshot(spark, snapshot_for(path, version, timestamp, time_zone=session_time_zone(spark)))
+    snap = snapshot_for(path, version, timestamp, time_zone=session_time_zone(spark))
+    return read_snapshot(spark, snap, row_tracking=row_tracking)

@@ -38,6 +38,7 @@ from deltamerge.spark.session import conf_getter, internal_plan
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.spark.write import now_ms
 from deltamerge.stats.footer import column_paths, file_has_extra_columns
+from deltamerge.txn import row_tracking
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -102,11 +103,14 @@ def _pack(files: Sequence[AddFile], max_size: int, keep_single: bool = False) ->
     return [b for b in bins if len(b) > 1 or keep_single]
 
 
-def _with_dropped_columns(table_root: str, schema: dict, files: Sequence[AddFile]) -> list[AddFile]:
-    """The files holding a column the table's physical schema lacks, their footers read a few at a time."""
+def _with_dropped_columns(
+    table_root: str, schema: dict, files: Sequence[AddFile], hidden: Sequence[str] = ()
+) -> list[AddFile]:
+    """The files holding a column the table's physical schema lacks (row tracking's ``hidden``
+    columns aside), their footers read a few at a time."""
     if not files:
         return []
-    known = column_paths(physical_schema(schema, field_ids=False))
+    known = column_paths(physical_schema(schema, field_ids=False)) | {(h.lower(),) for h in hidden}
 
     def extra(f: AddFile) -> bool:
         return file_has_extra_columns(absolute_file_path(table_root, f.path), known)
@@ -116,7 +120,9 @@ def _with_dropped_columns(table_root: str, schema: dict, files: Sequence[AddFile
     return [f for f, flag in zip(files, flags, strict=True) if flag]
 
 
-def _purge_selection(table_root: str, schema: dict, files: Sequence[AddFile]) -> list[AddFile]:
+def _purge_selection(
+    table_root: str, schema: dict, files: Sequence[AddFile], hidden: Sequence[str] = ()
+) -> list[AddFile]:
     """REORG ... APPLY (PURGE)'s files: those with deleted rows (or a deletion vector and no row
     count) and those holding dropped columns."""
 
@@ -127,7 +133,7 @@ def _purge_selection(table_root: str, schema: dict, files: Sequence[AddFile]) ->
     with_dv = [f for f in files if has_deleted_rows(f)]
     chosen = {f.path for f in with_dv}
     rest = [f for f in files if f.path not in chosen]
-    return with_dv + _with_dropped_columns(table_root, schema, rest)
+    return with_dv + _with_dropped_columns(table_root, schema, rest, hidden)
 
 
 @internal_plan
@@ -143,7 +149,7 @@ def optimize(
     partition (``zorder_by``: OPTIMIZE ... ZORDER BY), or with ``purge`` rewrite the files REORG
     TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta."""
     from deltamerge.dml import matching_partitions, predicate_parameter
-    from deltamerge.spark.scan import scan
+    from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
 
     start_ms = now_ms()
     get = conf_getter(spark)
@@ -164,6 +170,9 @@ def optimize(
             check_stats=SessionConf.ZORDER_STATS_CHECK.get(get),
             case_sensitive=case_sensitive(spark),
         )
+    # Row tracking: every row keeps its id and commit version (materialized in the new files).
+    tracking = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
+    hidden = (tracking.row_id, tracking.row_commit_version) if tracking else None
     cond = _partition_predicate(spark, snapshot, partition_filters)
     keep = matching_partitions(spark, snapshot, cond)
     candidates = [f for f in snapshot.files if keep(f)]
@@ -182,7 +191,7 @@ def optimize(
         return f.size < min_size or many_deleted
 
     if purge:
-        selected = _purge_selection(table_root, snapshot.metadata.schema, candidates)
+        selected = _purge_selection(table_root, snapshot.metadata.schema, candidates, hidden or ())
     elif zorder is not None:  # every file of a partition, one bin per partition (Delta's ZOrderStrategy)
         selected = list(candidates)
     else:
@@ -204,7 +213,9 @@ def optimize(
     def compact(bin_files: list[AddFile]) -> None:
         # One Spark job per bin (as Delta), a few at a time; a compacted bin becomes one file, a
         # Z-ordered one total size / maxFileSize files.
-        df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files)
+        df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files, row_tracking=hidden)
+        if hidden:
+            df = df.withColumnsRenamed(dict(zip(ROW_TRACKING_COLS, hidden, strict=True)))
         if zorder is not None:
             from deltamerge.builders.zorder import cluster
 

@@ -63,6 +63,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW,
         IN_COMMIT_TIMESTAMP,
+        ROW_TRACKING,
     }
 )
 #: Reader features deltamerge can read.
@@ -203,13 +204,10 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
     VARIANT_TYPE_PREVIEW: lambda conf, schema: _uses_type(schema, "variant"),
     VARIANT_SHREDDING_PREVIEW: lambda conf, schema: _uses_type(schema, "variant"),
     IN_COMMIT_TIMESTAMP: lambda conf, schema: _conf_true(conf, "delta.enableInCommitTimestamps"),
-    # Supported without enablement, new files get fresh row ids (txn/row_tracking.py).
-    ROW_TRACKING: lambda conf, schema: _conf_true(conf, "delta.enableRowTracking"),
     ALLOW_COLUMN_DEFAULTS: lambda conf, schema: _has_field_metadata(schema, lambda k: k == "CURRENT_DEFAULT"),
 }
 
 _ADVICE = {
-    ROW_TRACKING: "Row tracking is not implemented by deltamerge",
     CLUSTERING: "Liquid clustering is not implemented by deltamerge",
     V2_CHECKPOINT: "deltamerge reads V2 checkpoints but does not write them",
 }
@@ -458,7 +456,7 @@ def requested_features(configuration: Mapping[str, str]) -> tuple[dict[str, str]
         if feature is None:
             unknown.append(key)
             continue
-        if feature not in SUPPORTED_WRITER_FEATURES and feature not in _ACTIVE_PROBES:
+        if feature not in SUPPORTED_WRITER_FEATURES:
             raise _refuse(feature, for_write=True)
         features.add(feature)
         if feature == ROW_TRACKING:

@@ -71,6 +71,7 @@ from deltamerge.merge.output import (
     output_sql,
     target_side_rows,
     touch_sql,
+    tracking_sql,
     written_rows,
 )
 from deltamerge.merge.pruning import equi_keys
@@ -176,6 +177,8 @@ def find_matches(
     if deletion_vectors:
         keep.append(ROW_INDEX_COL)
         outs = output_sql(rm, has_target=True, copies=False)
+        if ctx.row_tracking:
+            outs += tracking_sql(has_target=True)
         keep += [f"{c} AS {_VALUE}{j}" for j, c in enumerate(outs)]
     matched = joined.selectExpr(*keep).persist(StorageLevel.MEMORY_AND_DISK)
     aggs = [F.max(_TOUCH).alias("touched")]
@@ -291,7 +294,7 @@ def write_changes(
     rm = ctx.rm
     m = ctx.metrics
     start = time.monotonic()
-    final_names = [f.name for f in rm.final_schema.fields]
+    final_names = [f.name for f in rm.final_schema.fields] + list(ctx.row_tracking or ())
     # Copy-on-write without an up-front uniqueness check: the left join yields one row per target
     # row unless a target row matched twice, so rows out > rows in is the multiple-match check.
     verify = not deletion_vectors and ctx.source_unique is None
@@ -316,10 +319,12 @@ def write_changes(
         rewritten = rewritten.selectExpr(
             "*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}"
         )
-        parts.append(rewritten.selectExpr(*output_exprs(rm, has_target=True), quote_name(ACTION)))
+        outs = output_exprs(rm, has_target=True, tracking=ctx.row_tracking)
+        parts.append(rewritten.selectExpr(*outs, quote_name(ACTION)))
     if inserting:
         unmatched = _unmatched_source(ctx, matched)
-        parts.append(unmatched.selectExpr(*output_exprs(rm, has_target=False), quote_name(ACTION)))
+        outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
+        parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -48,6 +48,7 @@ def explode_changes(
     dedupe_deletes: bool,
     copies: bool = True,
     identity: StructType | None = None,
+    tracking: tuple[str, str] | None = None,
 ) -> DataFrame:
     """Joined rows (with the action code) -> data rows and change rows, told apart by ``_KIND``.
 
@@ -56,7 +57,8 @@ def explode_changes(
     which the joined rows must then carry).
     """
     names = [f.name for f in rm.final_schema.fields]
-    new = [c.alias(f"v{j}") for j, c in enumerate(output_columns(rm, has_target=True, copies=copies))]
+    new_cols = output_columns(rm, has_target=True, copies=copies, tracking=tracking)
+    new = [c.alias(f"v{j}") for j, c in enumerate(new_cols)]
     # The new values are projected below the explode, once: a new row's identity value must be the
     # same in its data row and its change row, and Spark refuses a (correlated) scalar subquery from
     # an UPDATE SET value inside the generator.
@@ -65,7 +67,13 @@ def explode_changes(
     idents = identity_columns(identity) if identity is not None else []
     if idents:
         joined_with_action = fill_named(joined_with_action, {f"__dm_new{j}": ident for j, ident in idents})
-    old = [c.alias(f"v{j}") for j, c in enumerate(_old_values(rm))]
+    # Row tracking's materialized values go into data rows only (after the table's columns).
+    hidden = list(tracking or ())
+    if hidden:
+        names += hidden
+        new, new_tracking = new[: -len(hidden)], new[-len(hidden) :]
+    none = [F.lit(None).cast("long").alias(f"v{len(new) + k}") for k in range(len(hidden))]
+    old = [c.alias(f"v{j}") for j, c in enumerate(_old_values(rm))] + none
     action = F.col(ACTION)
     updates = [c.index for c in rm.clauses if c.action is ActionType.UPDATE]
     deletes = [c.index for c in rm.clauses if c.action is ActionType.DELETE]
@@ -79,10 +87,10 @@ def explode_changes(
         return F.when(cond, F.struct(F.lit(kind).cast("string").alias("k"), *values))
 
     entries = F.array(
-        entry(written, None, new),
+        entry(written, None, new + (new_tracking if hidden else [])),
         entry(is_update, "update_preimage", old),
-        entry(is_update, "update_postimage", new),
-        entry(is_insert, "insert", new),
+        entry(is_update, "update_postimage", new + none),
+        entry(is_insert, "insert", new + none),
         entry(is_delete, "delete", old),
     )
     keys = [F.col(FILE_COL), F.col(ROW_INDEX_COL)] if dedupe_deletes else []
@@ -109,9 +117,10 @@ def data_rows(changes: DataFrame) -> DataFrame:
     return changes.where(F.col(_KIND).isNull()).drop(_KIND)
 
 
-def change_rows(changes: DataFrame) -> DataFrame:
-    """The rows that go into ``_change_data`` files: the table columns, then ``_change_type``."""
-    cols = [F.col(quote_name(c)) for c in changes.columns if c != _KIND]
+def change_rows(changes: DataFrame, hidden: tuple[str, ...] = ()) -> DataFrame:
+    """The rows that go into ``_change_data`` files: the table columns, then ``_change_type``
+    (without row tracking's ``hidden`` columns)."""
+    cols = [F.col(quote_name(c)) for c in changes.columns if c != _KIND and c not in hidden]
     return changes.where(F.col(_KIND).isNotNull()).select(*cols, F.col(_KIND).alias(CHANGE_TYPE))
 
 
@@ -127,6 +136,7 @@ def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bo
         dedupe_deletes=dedupe_deletes,
         copies=copies,
         identity=ctx.identity_schema(),
+        tracking=ctx.row_tracking,
     )
     # A cached plan keeps its shuffles' partition count unless AQE may change it: without this, each
     # non-empty shuffle partition (of the join or of the delete de-duplication) became a data file.
@@ -134,7 +144,7 @@ def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bo
         changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             adds = ctx.write(data_rows(changes))
-            cdc = ctx.write_cdc(change_rows(changes))
+            cdc = ctx.write_cdc(change_rows(changes, tuple(ctx.row_tracking or ())))
         finally:
             changes.unpersist()
     return adds, cdc

@@ -204,9 +204,8 @@ def write_all_changes(
 
             adds, cdc = write_with_changes(ctx, with_action, dedupe_deletes=dedupe, copies=not dv_mode)
         else:
-            projected = with_action.select(
-                *output_columns(rm, has_target=True, copies=not dv_mode), F.col(ACTION)
-            )
+            outs = output_columns(rm, has_target=True, copies=not dv_mode, tracking=ctx.row_tracking)
+            projected = with_action.select(*outs, F.col(ACTION))
             adds = ctx.write(written_rows(projected, rm))
 
     m.add_clause_counts(rm, get_counts(lambda: count_actions(with_action, rm)))

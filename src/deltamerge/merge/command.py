@@ -50,6 +50,7 @@ from deltamerge.spark.session import (
     temporary_settings,
 )
 from deltamerge.spark.types import schema_string
+from deltamerge.txn import row_tracking
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction, writer_option
 
@@ -295,6 +296,7 @@ def _run(
         repartition_before_write=bool(setting(spark, SessionConf.REPARTITION_BEFORE_WRITE)),
         cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration),
         tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
+        row_tracking=_row_tracking_columns(snapshot),
     )
     committing = False
     try:
@@ -459,3 +461,9 @@ def _discard(table_root: str, relative_paths: list[str]) -> None:
     for rel in relative_paths:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(table_root, rel))
+
+
+def _row_tracking_columns(snapshot: Snapshot) -> tuple[str, str] | None:
+    """The materialized row tracking columns the rewrite fills, when row tracking is enabled."""
+    names = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
+    return None if names is None else (names.row_id, names.row_commit_version)

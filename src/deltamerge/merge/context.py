@@ -22,7 +22,7 @@ from deltamerge.log.actions import AddCDCFile, AddFile
 from deltamerge.log.column_mapping import is_mapped
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
-from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, scan
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, ROW_TRACKING_COLS, scan
 from deltamerge.spark.session import observed_values, session_time_zone
 from deltamerge.spark.types import quote_name, to_delta_schema
 from deltamerge.spark.write import to_add_files, to_cdc_files, write_parquet
@@ -49,6 +49,9 @@ class MergeContext:
     source_rows: int | None = None  # counted by the source-key summary, when it ran
     # The fewest source keys a candidate file is expected to match (merge/pruning.py), when known.
     min_expected_matches: float | None = None
+    # Row tracking enabled: the materialized (row id, row commit version) column names. Target
+    # rows then carry ROW_TRACKING_COLS, and written rows the materialized columns.
+    row_tracking: tuple[str, str] | None = None
     written_paths: list[str] = field(default_factory=list)
     # Extreme identity values written so far, per column (max, min): the next write's values start
     # past them, and the commit records them as high-water marks (deltamerge/identity.py).
@@ -67,11 +70,12 @@ class MergeContext:
     ) -> DataFrame:
         """Target rows of ``files`` with internal column names (plus file / row index)."""
         names = [tcol(i) for i in range(len(self.rm.target_schema.fields))]
+        tracking = list(ROW_TRACKING_COLS) if self.row_tracking else []
         key = frozenset(f.key for f in files)  # job 1 and job 2 list the files in different orders
         cached = self._scan_cache
         if cached and cached[0] == key and (cached[2] or not with_file) and (cached[3] or not with_row_index):
             wanted = names + ([FILE_COL] if with_file else []) + ([ROW_INDEX_COL] if with_row_index else [])
-            return cached[1].select(*wanted)
+            return cached[1].select(*wanted, *tracking)
         snap = self.snapshot
         df = scan(
             self.spark,
@@ -81,12 +85,13 @@ class MergeContext:
             files,
             with_file=with_file,
             with_row_index=with_row_index,
+            row_tracking=self.row_tracking,
         )
         if with_file:
             names.append(FILE_COL)
         if with_row_index:
             names.append(ROW_INDEX_COL)
-        df = df.toDF(*names)
+        df = df.toDF(*names, *tracking)
         self._scan_cache = (key, df, with_file, with_row_index)
         return df
 

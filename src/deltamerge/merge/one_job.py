@@ -57,7 +57,7 @@ from deltamerge.merge.output import (
 )
 from deltamerge.merge.single_pass import Written
 from deltamerge.predicates import to_sql
-from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
+from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, ROW_TRACKING_COLS, file_index
 from deltamerge.spark.session import (
     is_connect,
     job_phase,
@@ -141,6 +141,7 @@ def _matched_targets(ctx: MergeContext, candidates: Sequence[AddFile], uris: lis
     bases = local_frame(ctx.spark, rows, StructType(fields))
     matched = matched.join(F.broadcast(bases), on=FILE_COL, how="left")
     names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields))]
+    names += list(ROW_TRACKING_COLS) if ctx.row_tracking else []
     # The number doubles as the "target present" marker, one column fewer to broadcast or shuffle.
     # It is never null on a matched row: -2 when the row's file has no base, or when its position
     # is not below the file's row count (statistics that disagree with the file; the number would
@@ -160,7 +161,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     matched = _matched_targets(ctx, index_order, uris)
     # Broadcast when even every candidate row matching would fit: the source then streams into
     # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
-    outputs = output_exprs(rm, has_target=True, copies=False)
+    outputs = output_exprs(rm, has_target=True, copies=False, tracking=ctx.row_tracking)
     texts = [to_sql(rm.condition), action_sql(rm, has_source=True, has_target=True), *outputs]
     size = _matched_side_bytes(ctx, candidates, texts)
     limit = int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))

@@ -19,6 +19,7 @@ from deltamerge.merge.analysis import ResolvedClause, ResolvedMerge, tcol
 from deltamerge.merge.casting import typed_null
 from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.predicates import to_sql
+from deltamerge.spark.scan import ROW_ID_COL, ROW_VERSION_COL
 from deltamerge.spark.types import quote_name
 
 ACTION = "__dm_action"
@@ -70,6 +71,16 @@ def action_column(rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> C
     return F.expr(action_sql(rm, has_source=has_source, has_target=has_target))
 
 
+def tracking_sql(*, has_target: bool) -> list[str]:
+    """Row tracking's two materialized values of a written row (Delta's MergeOutputGeneration): a
+    target row keeps its id, a copied row its commit version too; an updated row takes the new
+    commit's version and an inserted row fresh ids from its file (NULL)."""
+    if not has_target:
+        return ["CAST(NULL AS BIGINT)", "CAST(NULL AS BIGINT)"]
+    version = f"CASE WHEN {quote_name(ACTION)} = {COPY} THEN {ROW_VERSION_COL} END"
+    return [ROW_ID_COL, version]
+
+
 def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[str]:
     """``output_columns`` as SQL text, one ``CASE ... END`` per final column (unaliased)."""
     schema: StructType = rm.final_schema
@@ -108,20 +119,37 @@ def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> l
     return out
 
 
-def output_columns(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[Column]:
+def output_columns(
+    rm: ResolvedMerge,
+    *,
+    has_target: bool,
+    copies: bool = True,
+    tracking: tuple[str, str] | None = None,
+) -> list[Column]:
     """One column per final target column: the value chosen by the row's action code.
 
     ``copies=False`` promises that no row with the ``COPY`` code reaches the projection (DV mode
     filters them out first). A column that every writing clause assigns then needs no unchanged
     target value, so Spark can prune unused target columns from the scan and the join.
+    ``tracking`` (row tracking's materialized column names) adds those two columns.
     """
-    return [F.expr(e) for e in output_exprs(rm, has_target=has_target, copies=copies)]
+    exprs = output_exprs(rm, has_target=has_target, copies=copies, tracking=tracking)
+    return [F.expr(e) for e in exprs]
 
 
-def output_exprs(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[str]:
+def output_exprs(
+    rm: ResolvedMerge,
+    *,
+    has_target: bool,
+    copies: bool = True,
+    tracking: tuple[str, str] | None = None,
+) -> list[str]:
     """``output_columns`` as ``selectExpr`` text (one Python->JVM call for all of them)."""
     names = [f.name for f in rm.final_schema.fields]
     texts = output_sql(rm, has_target=has_target, copies=copies)
+    if tracking:
+        names += list(tracking)
+        texts += tracking_sql(has_target=has_target)
     return [f"{t} AS {quote_name(n)}" for t, n in zip(texts, names, strict=True)]
 
 
@@ -181,10 +209,17 @@ def counter_columns(rm: ResolvedMerge) -> list[Column]:
     return cols
 
 
-def project_output(df: DataFrame, rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> DataFrame:
+def project_output(
+    df: DataFrame,
+    rm: ResolvedMerge,
+    *,
+    has_source: bool,
+    has_target: bool,
+    tracking: tuple[str, str] | None = None,
+) -> DataFrame:
     """Joined rows -> (final columns..., action code)."""
     with_action = df.withColumn(ACTION, action_column(rm, has_source=has_source, has_target=has_target))
-    return with_action.select(*output_columns(rm, has_target=has_target), F.col(ACTION))
+    return with_action.select(*output_columns(rm, has_target=has_target, tracking=tracking), F.col(ACTION))
 
 
 def written_rows(projected: DataFrame, rm: ResolvedMerge) -> DataFrame:

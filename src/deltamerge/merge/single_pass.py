@@ -168,7 +168,8 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     joined, facts, tagged = _facts(ctx, joined, dv, uris)
     if dv:  # only the rows a clause changes: the rest stays behind the new deletion vectors
         joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
-    parts = [joined.selectExpr(*output_exprs(rm, has_target=True, copies=not dv), quote_name(ACTION))]
+    outs = output_exprs(rm, has_target=True, copies=not dv, tracking=ctx.row_tracking)
+    parts = [joined.selectExpr(*outs, quote_name(ACTION))]
     if rm.of_kind(ClauseKind.NOT_MATCHED):
         # A source row matches no candidate row exactly when the ON condition holds for none.
         on_columns = target.select(*[tcol(i) for i in ctx.condition_target_columns()])
@@ -176,7 +177,8 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
         unmatched = unmatched.selectExpr(
             "*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}"
         )
-        parts.append(unmatched.selectExpr(*output_exprs(rm, has_target=False), quote_name(ACTION)))
+        outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
+        parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
     out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
 

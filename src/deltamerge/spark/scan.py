@@ -45,6 +45,11 @@ from deltamerge.spark.types import as_nullable, data_schema, quote_name, to_spar
 
 FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
+#: Row tracking (``txn/row_tracking.py``): a row's id and commit version, materialized or derived
+#: from its file's ``baseRowId`` + position and ``defaultRowCommitVersion``.
+ROW_ID_COL = "__dm_row_id"
+ROW_VERSION_COL = "__dm_row_version"
+ROW_TRACKING_COLS = (ROW_ID_COL, ROW_VERSION_COL)
 
 _URI_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
 _GLOB_RE = re.compile(r"[{}\[\]*?\\]")
@@ -123,6 +128,19 @@ def _partition_lookup(
         values = [pv.get(k.lower()) for k in keys]  # physical names under column mapping
         uri = spark_file_uri(absolute_file_path(table_root, f.path))
         rows.append((uri, *[None if v == "" else v for v in values]))
+    return local_frame(spark, rows, StructType(fields))
+
+
+def _row_tracking_lookup(spark: SparkSession, table_root: str, files: Sequence[AddFile]) -> DataFrame:
+    fields = [
+        StructField(FILE_COL, StringType(), False),
+        StructField("__dm_base_row_id", LongType(), True),
+        StructField("__dm_default_version", LongType(), True),
+    ]
+    rows = [
+        (spark_file_uri(absolute_file_path(table_root, f.path)), f.base_row_id, f.default_row_commit_version)
+        for f in files
+    ]
     return local_frame(spark, rows, StructType(fields))
 
 
@@ -279,6 +297,7 @@ def _scan_group(
     with_file: bool,
     with_row_index: bool,
     mapping: _Physical | None = None,
+    row_tracking: tuple[str, str] | None = None,
 ) -> DataFrame:
     """One native Parquet scan of ``files`` (no deletion vectors applied)."""
     file_paths = [_glob_escape(absolute_file_path(table_root, f.path)) for f in files]
@@ -287,27 +306,37 @@ def _scan_group(
         if partition_columns and mapping is None
         else None
     )
+    # The materialized row tracking columns are read along (NULL in files that have none).
+    hidden = [StructField(n, LongType(), True) for n in row_tracking] if row_tracking else []
     if hive is not None:  # Spark reads the partition values from the directory names
-        reader = spark.read.schema(StructType([*stored.fields, *hive])).option("basePath", table_root)
+        reader = spark.read.schema(StructType([*stored.fields, *hidden, *hive])).option(
+            "basePath", table_root
+        )
     else:
-        reader = spark.read.schema(stored if mapping is None else mapping.stored)
+        reader = spark.read.schema(
+            StructType([*(stored if mapping is None else mapping.stored).fields, *hidden])
+        )
     with _driver_side_listing(spark, len(file_paths)):
         df = reader.parquet(*file_paths)
-    need_file = with_file or (bool(partition_columns) and hive is None)
+    need_file = with_file or (bool(partition_columns) and hive is None) or bool(row_tracking)
     extra = []
     if need_file:
         extra.append(f"_metadata.file_path AS {FILE_COL}")
     if with_row_index:
         extra.append(f"_metadata.row_index AS {ROW_INDEX_COL}")
+    if row_tracking:
+        extra += [quote_name(n) for n in row_tracking]
+        extra.append("_metadata.row_index AS __dm_position")
     if hive is not None:
-        return df.selectExpr(*[quote_name(f.name) for f in schema.fields], *extra)
+        df = df.selectExpr(*[quote_name(f.name) for f in schema.fields], *extra)
+        return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
     if mapping is None:
         # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.
         df = df.selectExpr(*[quote_name(f.name) for f in stored.fields], *extra)
     else:
         df = df.select(*mapping.logical_columns(stored), *[F.expr(e) for e in extra])
     if not partition_columns:
-        return df
+        return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
     keys = mapping.keys if mapping is not None else partition_columns
     lookup = _partition_lookup(spark, table_root, files, schema, partition_columns, keys)
     df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
@@ -319,11 +348,38 @@ def _scan_group(
             out.append(partition_value_column(raw, f.dataType.typeName(), f.dataType).alias(f.name))
         else:
             out.append(F.col(quote_name(f.name)))
-    if with_file:
+    if with_file or row_tracking:
         out.append(F.col(FILE_COL))
     if with_row_index:
         out.append(F.col(ROW_INDEX_COL))
-    return df.select(*out)
+    if row_tracking:
+        out += [F.col(quote_name(n)) for n in row_tracking] + [F.col("__dm_position")]
+    return _with_row_tracking(spark, table_root, files, df.select(*out), row_tracking, with_file)
+
+
+def _with_row_tracking(
+    spark: SparkSession,
+    table_root: str,
+    files: Sequence[AddFile],
+    df: DataFrame,
+    row_tracking: tuple[str, str] | None,
+    with_file: bool,
+) -> DataFrame:
+    """``df`` with each row's id and commit version in place of the materialized columns: the
+    materialized value, else the file's ``baseRowId`` + position / ``defaultRowCommitVersion``."""
+    if not row_tracking:
+        return df
+    id_col, version_col = (quote_name(n) for n in row_tracking)
+    lookup = _row_tracking_lookup(spark, table_root, files)
+    joined = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
+    keep = [
+        c for c in df.columns if c not in (*row_tracking, "__dm_position") and (with_file or c != FILE_COL)
+    ]
+    return joined.selectExpr(
+        *[quote_name(c) for c in keep],
+        f"coalesce({id_col}, __dm_base_row_id + __dm_position) AS {ROW_ID_COL}",
+        f"coalesce({version_col}, __dm_default_version) AS {ROW_VERSION_COL}",
+    )
 
 
 # --- deletion vectors ------------------------------------------------------------------------------
@@ -476,12 +532,14 @@ def scan(
     with_file: bool = False,
     with_row_index: bool = False,
     apply_deletion_vectors: bool = True,
+    row_tracking: tuple[str, str] | None = None,
 ) -> DataFrame:
     """A DataFrame over ``files`` with the table schema (plus file path / row index when asked).
 
     Rows deleted by a file's deletion vector are left out unless ``apply_deletion_vectors=False``
     (physical rows, e.g. for a MERGE that computes new DVs). ``with_row_index`` is always the physical
-    Parquet row position.
+    Parquet row position. ``row_tracking`` (the materialized column names of a table with row
+    tracking enabled) adds each row's id and commit version as ``ROW_TRACKING_COLS``.
     """
     mapping = _physical(schema_json, partition_columns)
     if mapping is not None:  # readers do not show the mapping's ids and physical names
@@ -493,18 +551,30 @@ def scan(
         extra.append(StructField(FILE_COL, StringType(), False))
     if with_row_index:
         extra.append(StructField(ROW_INDEX_COL, LongType(), False))
+    if row_tracking:
+        extra += [StructField(c, LongType(), True) for c in ROW_TRACKING_COLS]
     if not files:
         return spark.createDataFrame([], StructType(list(schema.fields) + extra))
 
+    rt = row_tracking
     masks = _deletion_masks(table_root, files) if apply_deletion_vectors else {}
     if not masks:
         return _scan_group(
-            spark, table_root, schema, stored, partition_columns, files, with_file, with_row_index, mapping
+            spark,
+            table_root,
+            schema,
+            stored,
+            partition_columns,
+            files,
+            with_file,
+            with_row_index,
+            mapping,
+            rt,
         )
     masked_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) in masks]
     plain_files = [f for f in files if spark_file_uri(absolute_file_path(table_root, f.path)) not in masks]
     masked = _scan_group(
-        spark, table_root, schema, stored, partition_columns, masked_files, True, True, mapping
+        spark, table_root, schema, stored, partition_columns, masked_files, True, True, mapping, rt
     )
     masked = filter_row_positions(masked, masks, keep=False)
     out = [F.col(quote_name(f.name)) for f in schema.fields]
@@ -512,10 +582,21 @@ def scan(
         out.append(F.col(FILE_COL))
     if with_row_index:
         out.append(F.col(ROW_INDEX_COL))
+    if row_tracking:
+        out += [F.col(c) for c in ROW_TRACKING_COLS]
     masked = masked.select(*out)
     if not plain_files:
         return masked
     plain = _scan_group(
-        spark, table_root, schema, stored, partition_columns, plain_files, with_file, with_row_index, mapping
+        spark,
+        table_root,
+        schema,
+        stored,
+        partition_columns,
+        plain_files,
+        with_file,
+        with_row_index,
+        mapping,
+        rt,
     )
     return plain.union(masked)

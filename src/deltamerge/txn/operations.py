@@ -62,6 +62,7 @@ def build_commit_info(
     txn_id: str,
     user_metadata: str | None = None,
     in_commit_timestamp: int | None = None,
+    tags: dict[str, str] | None = None,
 ) -> CommitInfo:
     """The ``commitInfo`` action, with delta-spark's field names and order.
 
@@ -84,6 +85,8 @@ def build_commit_info(
     raw["operationMetrics"] = operation.operation_metrics()
     if user_metadata is not None:
         raw["userMetadata"] = user_metadata
+    if tags:
+        raw["tags"] = dict(tags)
     raw["engineInfo"] = engine_info
     raw["txnId"] = txn_id
     return CommitInfo(raw)

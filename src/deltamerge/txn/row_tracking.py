@@ -20,6 +20,7 @@ from deltamerge.config import parse_bool
 from deltamerge.errors import DeltaMergeError, InvalidArgumentError, UnsupportedOperationError
 from deltamerge.log.actions import Action, AddFile, DomainMetadata, Metadata, Protocol
 from deltamerge.log.protocol import ROW_TRACKING, writer_features
+from deltamerge.log.snapshot import Snapshot
 
 DOMAIN = "delta.rowTracking"
 ENABLED = "delta.enableRowTracking"
@@ -173,3 +174,17 @@ def assign(
 def backfill(files: Sequence[AddFile]) -> list[AddFile]:
     """Files that need ids before row tracking can be enabled, re-added without a data change."""
     return [replace(f, data_change=False) for f in files if f.base_row_id is None]
+
+
+#: Operations that rewrite rows and keep their ids (Delta tags their commits).
+_PRESERVING = frozenset({"MERGE", "UPDATE", "DELETE", "OPTIMIZE", "REORG"})
+
+
+def commit_tags(snapshot: Snapshot | None, operation: str) -> dict[str, str] | None:
+    """``commitInfo.tags`` of a row-preserving commit on a table with row tracking enabled
+    (Delta's ``delta.rowTracking.preserved``)."""
+    if snapshot is None or operation not in _PRESERVING:
+        return None
+    if not is_enabled(snapshot.protocol, snapshot.metadata):
+        return None
+    return {"delta.rowTracking.preserved": "true"}

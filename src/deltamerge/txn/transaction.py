@@ -410,6 +410,7 @@ class OptimisticTransaction:
                 txn_id=txn_id,
                 user_metadata=user_metadata,
                 in_commit_timestamp=in_commit_ts if ict else None,
+                tags=row_tracking.commit_tags(self.snapshot, operation.name),
             )
             payload: list[Action] = [commit_info]
             if self.is_new_table or self._new_protocol is not None:
