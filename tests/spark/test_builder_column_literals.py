@@ -54,6 +54,7 @@ def test_temporal_literals_and_extract_value_in_column_arguments(spark, tmp_path
     assert _temporal_merge(spark, str(tmp_path / "t")) == TEMPORAL_EXPECTED
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("escaped", ["false", "true"])
 def test_quotes_and_backslashes_reach_spark_intact(spark, tmp_path, spark_conf, escaped):
     """Strings deltamerge renders into SQL (Column literals, struct field names of a widened

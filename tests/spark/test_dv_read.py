@@ -231,6 +231,7 @@ def test_dv_with_empty_files_list_and_no_dv_files(spark, tmp_path):
     assert "Join" not in plain._jdf.queryExecution().optimizedPlan().toString()
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("strategy", ["predicate", "predicate-escaped-literals", "join"])
 def test_deleted_positions_under_a_root_with_quotes_and_backslashes(
     spark, tmp_path, monkeypatch, spark_conf, strategy

@@ -269,6 +269,7 @@ def test_merge_with_schema_evolution_keeps_the_identity(spark, tmp_path):
     assert len(ids) == 2
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("step", [1, -1])
 def test_merge_that_inserts_nothing_keeps_the_mark(spark, tmp_path, step):
     """Delta's IdentityColumnDMLSuite: a MERGE, UPDATE or DELETE that only touches old rows leaves

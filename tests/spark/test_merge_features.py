@@ -353,6 +353,7 @@ def test_wide_merge_runs_without_constraint_propagation(spark, tmp_path, monkeyp
     assert seen[2:] == ["true"]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("change_feed", [False, True])
 def test_scalar_subqueries_in_values(spark, tmp_path, change_feed):
     """A subquery in an UPDATE SET or INSERT value is evaluated by Spark (conditions reject them, as
