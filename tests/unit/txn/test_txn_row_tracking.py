@@ -114,3 +114,14 @@ def test_rules(tmp_path: Path) -> None:
     plain = create(str(tmp_path / "p"), {row_tracking.ROW_ID_COLUMN: "_row-id-col-x"})
     assert row_tracking.ROW_ID_COLUMN not in plain.snapshot().metadata.configuration
     assert SCHEMA["fields"]
+
+
+def test_ids_and_the_mark_survive_a_checkpoint(tmp_path: Path) -> None:
+    log = create(str(tmp_path / "t"), {**SUPPORTED, "delta.checkpointInterval": "2"}, add(3))
+    assert append(log, add(4)) == 1 and append(log, add(5)) == 2  # version 2 is checkpointed
+    assert (tmp_path / "t" / "_delta_log" / f"{2:020d}.checkpoint.parquet").exists()
+    (tmp_path / "t" / "_delta_log" / f"{2:020d}.json").unlink()  # the checkpoint alone
+    fresh = DeltaLog(str(tmp_path / "t"))
+    assert ids(fresh) == {3: (0, 0), 4: (3, 1), 5: (7, 2)}
+    assert row_tracking.high_water_mark(fresh.update().domains) == 11
+    assert append(fresh, add(1)) == 3 and ids(fresh)[1] == (12, 3)
