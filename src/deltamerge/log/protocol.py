@@ -64,6 +64,9 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         TYPE_WIDENING_PREVIEW,
         IN_COMMIT_TIMESTAMP,
         ROW_TRACKING,
+        # Readers take V2 checkpoints (UUID-named, sidecars); a table with the feature may also
+        # use classic single-file checkpoints, the only kind deltamerge writes.
+        V2_CHECKPOINT,
     }
 )
 #: Reader features deltamerge can read.
@@ -209,7 +212,6 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
 
 _ADVICE = {
     CLUSTERING: "Liquid clustering is not implemented by deltamerge",
-    V2_CHECKPOINT: "deltamerge reads V2 checkpoints but does not write them",
 }
 
 
@@ -280,7 +282,7 @@ def _check_features(
             continue
         if feature in _ACTIVE_PROBES and not _is_active(feature, configuration, schema):
             continue
-        raise _refuse(feature, for_write=write, extra=" (V2 checkpoints)" if feature == V2_CHECKPOINT else "")
+        raise _refuse(feature, for_write=write)
 
 
 def check_can_read(protocol: Protocol, metadata: Metadata | None = None) -> None:

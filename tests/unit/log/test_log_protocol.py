@@ -131,7 +131,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
         (Protocol(1, 7, None, ("icebergCompatV2",)), _md(), "icebergCompatV2"),
         (Protocol(1, 7, None, ("checkpointProtection",)), _md(), "checkpointProtection"),
-        (_features(["v2Checkpoint"], ["v2Checkpoint"]), _md(), "v2Checkpoint"),
         (_features(["catalogManaged"], ["catalogManaged"]), _md(), "catalogManaged"),
         (
             _features(["deletionVectors"], ["deletionVectors", "unknownWriterThing"]),
@@ -147,9 +146,10 @@ def test_unwritable(protocol: Protocol, metadata: Metadata, feature: str) -> Non
 
 
 def test_readable_but_not_writable_reports_write() -> None:
-    # v2Checkpoint: reading is fine, writing is refused with the write error class.
-    p = _features(["v2Checkpoint"], ["v2Checkpoint"])
+    # clustering (writer-only): reading is fine, writing is refused with the write error class.
+    p = Protocol(1, 7, None, ("clustering", "domainMetadata"))
     check_can_read(p, _md())
+    check_can_write(_features(["v2Checkpoint"], ["v2Checkpoint"]), _md())  # V2 checkpoints: both
     with pytest.raises(UnsupportedFeatureError) as exc:
         check_can_write(p, _md())
     assert exc.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"

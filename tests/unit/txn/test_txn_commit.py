@@ -346,3 +346,26 @@ def test_conf_as_getter(tmp_path: Path) -> None:
     conf = {"spark.databricks.delta.maxCommitAttempts": "1"}
     with pytest.raises(MaxCommitAttemptsError):
         OptimisticTransaction(log, conf=conf.get).commit([new_add("a")], Operation("WRITE"))
+
+
+def test_v2_checkpoint_tables_are_written_with_classic_checkpoints(tmp_path: Path) -> None:
+    """A table with the v2Checkpoint feature whose last checkpoint is UUID-named (V2 spec, JSON):
+    commits go on, and the next checkpoint is a classic single-file one, which the feature allows."""
+    log = create_table(str(tmp_path / "t"), {"delta.feature.v2Checkpoint": "supported"}, (new_add("a"),))
+    snap = log.snapshot()
+    assert "v2Checkpoint" in (snap.protocol.reader_features or ())
+    lines = [
+        {"checkpointMetadata": {"version": 0}},
+        {"protocol": snap.protocol.to_json()},
+        {"metaData": snap.metadata.to_json()},
+        *({"add": f.to_json()} for f in snap.files),
+    ]
+    name = filenames.v2_checkpoint_name(0, str(uuid.uuid4()), "json")
+    log.store.write(name, "\n".join(json.dumps(x) for x in lines).encode())
+    log.store.delete(filenames.commit_name(0))  # only the V2 checkpoint holds version 0 now
+    log = DeltaLog(log.table_root)
+    for _ in range(10):
+        OptimisticTransaction(log).commit([new_add("b")], Operation("WRITE", {"mode": "Append"}))
+    assert log.store.exists(filenames.checkpoint_name(10))
+    fresh = DeltaLog(log.table_root).snapshot()
+    assert fresh.version == 10 and fresh.checkpoint_version == 10 and fresh.num_files == 11
