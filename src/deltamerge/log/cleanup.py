@@ -10,15 +10,23 @@ snapshot load lists them all.
 As Delta does, a file whose modification time is not later than the previous version's is treated
 as one millisecond later (clocks and copies can disagree), so a run is expired only when its last
 file is. Tables with the ``checkpointProtection`` feature are left alone (Delta's rules for them
-need checks this writer does not make), as are V2 checkpoints' sidecar files.
+need checks this writer does not make). When a cleanup deleted a checkpoint, sidecar files that no
+remaining V2 checkpoint refers to and that are older than the cutoff go too (Delta's
+``identifyAndDeleteUnreferencedSidecarFiles``; younger ones may belong to a checkpoint in progress).
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
+import pyarrow.parquet as pq
+
 from deltamerge.log import filenames
+from deltamerge.log.actions import UnknownAction
 from deltamerge.log.checkpoint import read_last_checkpoint
+from deltamerge.log.paths import decode_add_path
+from deltamerge.log.replay import parse_commit_file
 from deltamerge.log.store import LogStore
 
 DAY_MS = 86_400_000
@@ -83,9 +91,48 @@ def expired_log_files(store: LogStore, cutoff: int) -> list[str]:
     return out
 
 
+def _sidecars_of(store: LogStore, name: str) -> set[str]:
+    """Bare file names of the sidecars a V2 checkpoint refers to."""
+    data = store.read(name)
+    if name.endswith(".json"):
+        actions = parse_commit_file(name, data)
+        paths = [
+            str(a.raw.get("path", "")) for a in actions if isinstance(a, UnknownAction) and a.key == "sidecar"
+        ]
+    else:
+        rows = pq.read_table(io.BytesIO(data), columns=["sidecar"]).column("sidecar").to_pylist()
+        paths = [str(r["path"]) for r in rows if r and r.get("path")]
+    return {decode_add_path(p.rstrip("/").rsplit("/", 1)[-1]) for p in paths}
+
+
+def unreferenced_sidecars(store: LogStore, cutoff: int) -> list[str]:
+    """Sidecar files (``_sidecars/<name>``) no V2 checkpoint refers to, last modified before ``cutoff``."""
+    present = store.list_dir(filenames.SIDECAR_DIR)
+    if not present:
+        return []
+    referenced: set[str] = set()
+    for name in store.list_from(""):
+        parsed = filenames.parse_log_file_name(name)
+        if parsed is not None and parsed.is_checkpoint and parsed.is_v2:
+            referenced |= _sidecars_of(store, name)
+    out = []
+    for bare in present:
+        rel = f"{filenames.SIDECAR_DIR}/{bare}"
+        if bare not in referenced and store.mtime(rel) < cutoff:
+            out.append(rel)
+    return out
+
+
 def delete_expired_logs(store: LogStore, retention_ms: int, now_ms: int) -> list[str]:
-    """Delete the expired log files; returns their names."""
-    expired = expired_log_files(store, cutoff_ms(now_ms, retention_ms))
+    """Delete the expired log files (and then unreferenced old sidecars); returns their names."""
+    cutoff = cutoff_ms(now_ms, retention_ms)
+    expired = expired_log_files(store, cutoff)
     for name in expired:
         store.delete(name)
+    parsed = [filenames.parse_log_file_name(n) for n in expired]
+    if any(p is not None and p.is_checkpoint for p in parsed):
+        sidecars = unreferenced_sidecars(store, cutoff)
+        for name in sidecars:
+            store.delete(name)
+        expired += sidecars
     return expired

@@ -40,6 +40,11 @@ class LogStore(Protocol):
         """
         ...
 
+    def list_dir(self, directory: str) -> list[str]:
+        """Names of the files in a subdirectory of the log (``_sidecars``), sorted; a missing
+        directory lists as empty."""
+        ...
+
     def write_exclusive(self, name: str, data: bytes) -> None:
         """Create ``name`` with ``data`` atomically, only if absent; ``FileExistsError`` otherwise."""
         ...
@@ -100,6 +105,18 @@ class LocalLogStore:
             ]
         names.sort()
         return names
+
+    def list_dir(self, directory: str) -> list[str]:
+        """Names of the files in ``_delta_log/<directory>``, sorted (none if it is missing)."""
+        try:
+            entries = os.scandir(os.path.join(self.log_dir, directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        with entries:
+            names = [
+                e.name for e in entries if not e.name.startswith(".") and e.is_file(follow_symlinks=True)
+            ]
+        return sorted(names)
 
     def _write_temp(self, name: str, data: bytes) -> str:
         directory, base = os.path.split(self.path(name))

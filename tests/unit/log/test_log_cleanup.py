@@ -12,7 +12,7 @@ import pytest
 
 from deltamerge.errors import VersionNotFoundError
 from deltamerge.log import filenames
-from deltamerge.log.cleanup import DAY_MS, cutoff_ms, expired_log_files
+from deltamerge.log.cleanup import DAY_MS, cutoff_ms, delete_expired_logs, expired_log_files
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.log.store import LocalLogStore
 from deltamerge.txn.operations import Operation
@@ -92,6 +92,36 @@ def test_multi_part_checkpoint_is_a_boundary_once_complete(tmp_path: Path) -> No
     other = tmp_path / "other"
     other.mkdir()
     assert expired_log_files(_log_dir(other, missing_part, last_checkpoint=5), CUTOFF) == []
+
+
+def _v2_checkpoint(store: LocalLogStore, version: int, sidecars: list[str], mtime: int) -> None:
+    lines = [{"checkpointMetadata": {"version": version}}] + [
+        {"sidecar": {"path": name, "sizeInBytes": 1, "modificationTime": mtime}} for name in sidecars
+    ]
+    name = filenames.v2_checkpoint_name(version, f"00000000-0000-0000-0000-{version:012d}", "json")
+    store.write(name, "\n".join(json.dumps(x) for x in lines).encode())
+    os.utime(store.path(name), ns=(mtime * 1_000_000, mtime * 1_000_000))
+
+
+def test_unreferenced_old_sidecars_go_when_a_checkpoint_goes(tmp_path: Path) -> None:
+    files = {**_commits(range(26), OLD)}
+    store = _log_dir(tmp_path, files, last_checkpoint=20)
+    _v2_checkpoint(store, 10, ["a.parquet"], OLD + 105)
+    _v2_checkpoint(store, 20, ["b%20c.parquet"], OLD + 205)  # URI-encoded, as in the log
+    for name, mtime in [
+        ("a.parquet", OLD),
+        ("b c.parquet", OLD),
+        ("stray.parquet", OLD),
+        ("new.parquet", NOW),
+    ]:
+        store.write(f"{filenames.SIDECAR_DIR}/{name}", b"x")
+        os.utime(store.path(f"{filenames.SIDECAR_DIR}/{name}"), ns=(mtime * 1_000_000, mtime * 1_000_000))
+    deleted = delete_expired_logs(store, 30 * DAY_MS, NOW)
+    # Checkpoint 10 and what precedes it go; then its sidecar and the stray one. The newest
+    # checkpoint's sidecar stays, and so does a sidecar too young to judge (a checkpoint in progress).
+    assert f"{filenames.SIDECAR_DIR}/a.parquet" in deleted
+    assert sorted(store.list_dir(filenames.SIDECAR_DIR)) == ["b c.parquet", "new.parquet"]
+    assert not store.exists(filenames.v2_checkpoint_name(10, "00000000-0000-0000-0000-000000000010", "json"))
 
 
 def _age(root: str, days: int) -> None:
