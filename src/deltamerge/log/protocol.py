@@ -42,6 +42,7 @@ VARIANT_TYPE_PREVIEW = "variantType-preview"
 VARIANT_SHREDDING_PREVIEW = "variantShredding-preview"
 CATALOG_MANAGED = "catalogManaged"
 ALLOW_COLUMN_DEFAULTS = "allowColumnDefaults"
+CHECKPOINT_PROTECTION = "checkpointProtection"
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -67,6 +68,9 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         # Readers take V2 checkpoints (UUID-named, sidecars); a table with the feature may also
         # use classic single-file checkpoints, the only kind deltamerge writes.
         V2_CHECKPOINT,
+        # delta-spark's: metadata cleanup must truncate up to delta.requireCheckpointProtection-
+        # BeforeVersion in one go; deltamerge never cleans up such a table (txn/transaction.py).
+        CHECKPOINT_PROTECTION,
     }
 )
 #: Reader features deltamerge can read.
@@ -427,7 +431,7 @@ KNOWN_FEATURES = {
         IDENTITY_COLUMNS, DELETION_VECTORS, ROW_TRACKING, TIMESTAMP_NTZ, DOMAIN_METADATA, V2_CHECKPOINT,
         ICEBERG_COMPAT_V1, ICEBERG_COMPAT_V2, CLUSTERING, VACUUM_PROTOCOL_CHECK, TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW, IN_COMMIT_TIMESTAMP, VARIANT_TYPE, VARIANT_TYPE_PREVIEW,
-        VARIANT_SHREDDING_PREVIEW, CATALOG_MANAGED, ALLOW_COLUMN_DEFAULTS,
+        VARIANT_SHREDDING_PREVIEW, CATALOG_MANAGED, ALLOW_COLUMN_DEFAULTS, CHECKPOINT_PROTECTION,
     )
 }  # fmt: skip
 

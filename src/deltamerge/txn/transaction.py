@@ -52,6 +52,7 @@ from deltamerge.log.actions import (
     serialize_commit,
 )
 from deltamerge.log.protocol import (
+    CHECKPOINT_PROTECTION,
     DOMAIN_METADATA,
     at_least,
     check_can_write,
@@ -522,7 +523,7 @@ class OptimisticTransaction:
         configuration = snapshot.metadata.configuration
         if not TableProperties.EXPIRED_LOG_CLEANUP.get(configuration):
             return
-        if "checkpointProtection" in (snapshot.protocol.writer_features or ()):
+        if CHECKPOINT_PROTECTION in (snapshot.protocol.writer_features or ()):
             return
         retention = TableProperties.LOG_RETENTION_MS.get(configuration)
         deleted = cleanup.delete_expired_logs(self.log.store, retention, int(time.time() * 1000))

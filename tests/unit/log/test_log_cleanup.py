@@ -132,10 +132,13 @@ def _age(root: str, days: int) -> None:
         os.utime(p, ns=(then, then))
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_checkpointing_commit_deletes_expired_logs(tmp_path: Path, enabled: bool) -> None:
+@pytest.mark.parametrize("enabled", [True, False, "protected"])
+def test_checkpointing_commit_deletes_expired_logs(tmp_path: Path, enabled: bool | str) -> None:
     root = str(tmp_path / "t")
-    conf = {"delta.checkpointInterval": "3", "delta.enableExpiredLogCleanup": str(enabled).lower()}
+    conf = {"delta.checkpointInterval": "3", "delta.enableExpiredLogCleanup": str(enabled is True).lower()}
+    if enabled == "protected":  # delta-spark's checkpointProtection: writable, never cleaned up
+        conf = {"delta.checkpointInterval": "3", "delta.feature.checkpointProtection": "supported"}
+        enabled = False
     log = create_table(root, conf, files=(new_add("a"),))
     for _ in range(6):  # versions 1..6, checkpoints at 3 and 6
         OptimisticTransaction(log).commit([new_add("b")], Operation("WRITE"))

@@ -130,7 +130,6 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
         (Protocol(1, 8), _md(), "writer version 8"),
         (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
         (Protocol(1, 7, None, ("icebergCompatV2",)), _md(), "icebergCompatV2"),
-        (Protocol(1, 7, None, ("checkpointProtection",)), _md(), "checkpointProtection"),
         (_features(["catalogManaged"], ["catalogManaged"]), _md(), "catalogManaged"),
         (
             _features(["deletionVectors"], ["deletionVectors", "unknownWriterThing"]),
