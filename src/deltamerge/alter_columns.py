@@ -27,6 +27,7 @@ from deltamerge.constraints import check_no_dependents
 from deltamerge.errors import AnalysisError, UnsupportedOperationError
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import Metadata
+from deltamerge.log.clustering import clustering_columns, logical_path
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter
 from deltamerge.spark.types import as_nullable, schema_string, to_spark_schema
@@ -248,6 +249,17 @@ def rename_column(spark: SparkSession, path: str, column: Sequence[str], new_nam
     )
 
 
+def _is_clustering_column(alter: _Alter, column: Sequence[str]) -> bool:
+    snapshot = alter.txn.snapshot
+    stored = clustering_columns(snapshot.protocol, snapshot.domains) if snapshot is not None else None
+    wanted = tuple(p.lower() for p in column)
+    for physical in stored or []:
+        logical = logical_path(alter.metadata.schema, physical)
+        if logical is not None and tuple(p.lower() for p in logical[: len(wanted)]) == wanted:
+            return True  # the column or a struct holding one
+    return False
+
+
 def drop_columns(
     spark: SparkSession, path: str, columns: Sequence[Sequence[str]], *, if_exists: bool = False
 ) -> None:
@@ -285,6 +297,12 @@ def drop_columns(
                 error_class="DELTA_DROP_COLUMN_ON_SINGLE_FIELD_SCHEMA",
             )
         check_no_dependents(full, alter.schema, alter.metadata.configuration)
+        if _is_clustering_column(alter, full):
+            raise UnsupportedOperationError(
+                f"Dropping clustering columns ({_quoted(full)}) is not allowed.",
+                error_class="DELTA_UNSUPPORTED_DROP_CLUSTERING_COLUMN",
+                sql_state="0AKDC",
+            )
 
         def drop(s: StructType, i: int = i) -> StructType:
             return StructType([f for j, f in enumerate(s.fields) if j != i])

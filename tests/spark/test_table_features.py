@@ -73,7 +73,7 @@ def test_feature_properties_refused_leave_the_table_as_it_was(spark, tmp_path):
     for props, error in [
         ("'delta.feature.deletionVectors' = 'disabled'", "DELTA_UNSUPPORTED_FEATURE_STATUS"),
         ("'delta.feature.noSuchThing' = 'supported'", "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"),
-        ("'delta.feature.clustering' = 'supported'", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+        ("'delta.feature.icebergCompatV2' = 'supported'", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
     ]:
         with pytest.raises(DeltaMergeError, match=error):
             deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({props})")

@@ -29,8 +29,10 @@ from deltamerge.errors import (
     DeltaMergeError,
     InvalidArgumentError,
     TableNotFoundError,
+    UnsupportedOperationError,
 )
 from deltamerge.log.actions import AddFile
+from deltamerge.log.clustering import is_clustered
 from deltamerge.log.column_mapping import physical_schema
 from deltamerge.log.paths import absolute_file_path
 from deltamerge.log.snapshot import DeltaLog
@@ -157,6 +159,21 @@ def optimize(
     snapshot = txn.snapshot
     if snapshot is None:
         raise TableNotFoundError(f"`{table_root}` is not a Delta table.")
+    clustered = is_clustered(snapshot.protocol)
+    if clustered and zorder_by:
+        raise UnsupportedOperationError(
+            "OPTIMIZE command for Delta table with clustering cannot specify ZORDER BY. Please remove "
+            f"ZORDER BY ({', '.join(zorder_by)}).",
+            error_class="DELTA_CLUSTERING_WITH_ZORDER_BY",
+            sql_state="42613",
+        )
+    if clustered and partition_filters:
+        raise UnsupportedOperationError(
+            "OPTIMIZE command for Delta table with clustering doesn't support partition predicates. "
+            f"Please remove the predicates: {', '.join(partition_filters)}.",
+            error_class="DELTA_CLUSTERING_WITH_PARTITION_PREDICATE",
+            sql_state="0A000",
+        )
     zorder = None
     if zorder_by:
         from deltamerge.builders.zorder import zorder_columns
@@ -176,6 +193,10 @@ def optimize(
     cond = _partition_predicate(spark, snapshot, partition_filters)
     keep = matching_partitions(spark, snapshot, cond)
     candidates = [f for f in snapshot.files if keep(f)]
+    if clustered and not purge:
+        # deltamerge does not cluster: it compacts only files no clustering implementation wrote
+        # (the protocol reserves those for their implementation).
+        candidates = [f for f in candidates if f.clustering_provider is None]
     conf = dict(snapshot.metadata.configuration)
     # The table's target file size wins over the session's maxFileSize (Delta's OptimizeExecutor).
     max_size = replace(

@@ -71,6 +71,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         # delta-spark's: metadata cleanup must truncate up to delta.requireCheckpointProtection-
         # BeforeVersion in one go; deltamerge never cleans up such a table (txn/transaction.py).
         CHECKPOINT_PROTECTION,
+        CLUSTERING,  # written without clustering: new files are unclustered (log/clustering.py)
     }
 )
 #: Reader features deltamerge can read.
@@ -214,14 +215,9 @@ _ACTIVE_PROBES: dict[str, Callable[[Mapping[str, str], Any], bool]] = {
     ALLOW_COLUMN_DEFAULTS: lambda conf, schema: _has_field_metadata(schema, lambda k: k == "CURRENT_DEFAULT"),
 }
 
-_ADVICE = {
-    CLUSTERING: "Liquid clustering is not implemented by deltamerge",
-}
-
-
 def _refuse(feature: str, for_write: bool, extra: str = "") -> UnsupportedFeatureError:
     action = "write to" if for_write else "read"
-    reason = _ADVICE.get(feature, f"The table feature '{feature}' is not supported by deltamerge")
+    reason = f"The table feature '{feature}' is not supported by deltamerge"
     return UnsupportedFeatureError(
         f"Unable to {action} this table because it requires the table feature '{feature}'{extra}. "
         f"{reason}. Use delta-spark or delta-rs for this table, or drop the feature with "
@@ -465,8 +461,8 @@ def requested_features(configuration: Mapping[str, str]) -> tuple[dict[str, str]
         if feature not in SUPPORTED_WRITER_FEATURES:
             raise _refuse(feature, for_write=True)
         features.add(feature)
-        if feature == ROW_TRACKING:
-            features.add(DOMAIN_METADATA)  # the high-water mark is a metadata domain
+        if feature in (ROW_TRACKING, CLUSTERING):
+            features.add(DOMAIN_METADATA)  # their state lives in metadata domains
     if unknown:
         raise UnsupportedFeatureError(
             "Table features configured in the following Spark configs or Delta table properties are "

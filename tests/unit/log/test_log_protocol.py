@@ -128,7 +128,7 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
     ("protocol", "metadata", "feature"),
     [
         (Protocol(1, 8), _md(), "writer version 8"),
-        (Protocol(1, 7, None, ("clustering", "domainMetadata")), _md(), "clustering"),
+        (Protocol(1, 7, None, ("icebergCompatV1",)), _md(), "icebergCompatV1"),
         (Protocol(1, 7, None, ("icebergCompatV2",)), _md(), "icebergCompatV2"),
         (_features(["catalogManaged"], ["catalogManaged"]), _md(), "catalogManaged"),
         (
@@ -145,8 +145,8 @@ def test_unwritable(protocol: Protocol, metadata: Metadata, feature: str) -> Non
 
 
 def test_readable_but_not_writable_reports_write() -> None:
-    # clustering (writer-only): reading is fine, writing is refused with the write error class.
-    p = Protocol(1, 7, None, ("clustering", "domainMetadata"))
+    # icebergCompatV2 (writer-only): reading is fine, writing is refused with the write error class.
+    p = Protocol(1, 7, None, ("icebergCompatV2",))
     check_can_read(p, _md())
     check_can_write(_features(["v2Checkpoint"], ["v2Checkpoint"]), _md())  # V2 checkpoints: both
     with pytest.raises(UnsupportedFeatureError) as exc:
@@ -337,7 +337,7 @@ def test_requested_features_are_taken_out_of_the_properties() -> None:
     assert "delta.feature.noSuchFeature" in str(e.value)
     # A feature deltamerge cannot write would bind every later write: refused before any commit.
     with pytest.raises(UnsupportedFeatureError, match="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"):
-        requested_features({"delta.feature.clustering": "supported"})
+        requested_features({"delta.feature.icebergCompatV2": "supported"})
 
 
 @pytest.mark.parametrize(

@@ -155,10 +155,10 @@ def test_refuses_unsupported_writer_features(tmp_path: Path) -> None:
     root = tmp_path / "t"
     store = LocalLogStore(str(root))
     md = replace(table_metadata(), id="x", created_time=1)
-    protocol = Protocol(1, 7, None, ("appendOnly", "invariants", "clustering", "domainMetadata"))
+    protocol = Protocol(1, 7, None, ("appendOnly", "invariants", "icebergCompatV2"))
     store.write_exclusive(filenames.commit_name(0), serialize_commit([CommitInfo({}), protocol, md]))
     txn = OptimisticTransaction(DeltaLog(str(root)))  # readable...
-    with pytest.raises(UnsupportedFeatureError, match="clustering"):  # ...but not writable
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV2"):  # ...but not writable
         txn.commit([new_add("a")], Operation("WRITE"))
     assert DeltaLog(str(root)).latest_version() == 0
 
@@ -186,8 +186,8 @@ def test_update_metadata_upgrades_protocol_and_keeps_id(tmp_path: Path) -> None:
 def test_update_metadata_to_unsupported_feature_is_refused(tmp_path: Path) -> None:
     log = create_table(str(tmp_path / "t"))
     txn = OptimisticTransaction(log)
-    with pytest.raises(UnsupportedFeatureError, match="clustering"):
-        txn.update_metadata(table_metadata({"delta.feature.clustering": "supported"}))
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV2"):
+        txn.update_metadata(table_metadata({"delta.feature.icebergCompatV2": "supported"}))
         txn.commit([], Operation("SET TBLPROPERTIES"))
     assert log.latest_version() == 0
 
