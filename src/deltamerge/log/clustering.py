@@ -54,3 +54,17 @@ def logical_path(schema: Mapping[str, Any], physical: Sequence[str]) -> tuple[st
         child = match.get("type")
         fields = child.get("fields", []) if isinstance(child, dict) else []
     return tuple(out)
+
+
+def after_schema_change(
+    protocol: Protocol, domains: Mapping[str, DomainMetadata], schema: Mapping[str, Any]
+) -> DomainMetadata | None:
+    """The clustering domain with the columns ``schema`` no longer has left out (a REPLACE or an
+    overwrite of the schema), or None when every clustering column remains."""
+    columns = clustering_columns(protocol, domains)
+    if not columns:
+        return None
+    kept = [list(c) for c in columns if logical_path(schema, c) is not None]
+    if len(kept) == len(columns):
+        return None
+    return DomainMetadata(DOMAIN, json.dumps({"clusteringColumns": kept}, separators=(",", ":")))

@@ -38,7 +38,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.log import char_varchar, cleanup, column_mapping, filenames
+from deltamerge.log import char_varchar, cleanup, clustering, column_mapping, filenames
 from deltamerge.log.actions import (
     Action,
     AddCDCFile,
@@ -382,6 +382,13 @@ class OptimisticTransaction:
                 self.add_read_files(refill)
                 self.mark_read_whole_table()
                 actions += refill
+        if self._new_metadata is not None and self.snapshot is not None:
+            # A clustering column the new schema lacks leaves the clustering columns (REPLACE).
+            reclustered = clustering.after_schema_change(protocol, self.snapshot.domains, metadata.schema)
+            if reclustered is not None and not any(
+                isinstance(a, DomainMetadata) and a.domain == clustering.DOMAIN for a in actions
+            ):
+                actions.append(reclustered)
         isolation = self._isolation_level(actions, operation, metadata)
         is_blind_append = self._is_blind_append(actions)
         txn_id = str(uuid.uuid4())

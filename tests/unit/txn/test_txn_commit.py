@@ -369,3 +369,20 @@ def test_v2_checkpoint_tables_are_written_with_classic_checkpoints(tmp_path: Pat
     assert log.store.exists(filenames.checkpoint_name(10))
     fresh = DeltaLog(log.table_root).snapshot()
     assert fresh.version == 10 and fresh.checkpoint_version == 10 and fresh.num_files == 11
+
+
+def test_replacing_the_schema_of_a_clustered_table_drops_vanished_clustering_columns(tmp_path: Path) -> None:
+    from deltamerge.log.actions import DomainMetadata
+
+    log = create_table(str(tmp_path / "t"), {"delta.feature.clustering": "supported"})
+    txn = OptimisticTransaction(log)
+    txn.commit(
+        [DomainMetadata("delta.clustering", '{"clusteringColumns":[["id"],["p"]]}')], Operation("OPTIMIZE")
+    )
+    txn = OptimisticTransaction(log)
+    md = log.snapshot().metadata
+    schema = {"type": "struct", "fields": [{"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
+    txn.update_metadata(replace(md, schema_string=json.dumps(schema)))
+    txn.commit([], Operation("CREATE OR REPLACE TABLE"))
+    domain = log.update().domains["delta.clustering"]
+    assert json.loads(domain.configuration) == {"clusteringColumns": [["p"]]}
