@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.io import snapshot_for
+from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import is_connect
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
@@ -464,6 +465,39 @@ def test_delta_source_summarised_from_statistics(connect_spark, tmp_path, monkey
     )  # fmt: skip
     assert tuple(res) == (2, 1, 0, 1) and not calls
     assert _rows(deltamerge.read(connect_spark, target).where("v < 0")) == [(5, -1), (1000, -2)]
+
+
+def test_row_tracking_and_in_commit_timestamps(connect_spark, tmp_path):
+    """Row tracking and in-commit timestamps on Connect: a DV MERGE keeps the rows' ids, the
+    updated row takes the merge's commit version, the inserted one a fresh id."""
+    spark = connect_spark
+    path = str(tmp_path / "t")
+    conf = {
+        "delta.enableRowTracking": "true",
+        "delta.enableDeletionVectors": "true",
+        "delta.enableInCommitTimestamps": "true",
+    }
+    deltamerge.write(spark.range(6).selectExpr("id", "CAST(id AS INT) AS v"), path, configuration=conf)
+
+    def ids():
+        df = deltamerge.read(spark, path, row_tracking=True)
+        return {
+            r[0]: (r[1], r[2])
+            for r in df.select("id", "_metadata.row_id", "_metadata.row_commit_version").collect()
+        }
+
+    before = ids()
+    source = spark.createDataFrame([(2, -2), (9, -9)], "id long, v int").alias("s")
+    m = DeltaTable.forPath(spark, path).alias("t").merge(source, "t.id = s.id")
+    m.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    after = ids()
+    assert after[2] == (before[2][0], 1)
+    assert all(after[k] == before[k] for k in (0, 1, 3, 4, 5))
+    assert after[9][0] > max(rid for rid, _ in before.values()) and after[9][1] == 1
+    info = DeltaLog.for_table(path).read_commit(1)[0]
+    assert info.in_commit_timestamp is not None and info.raw["tags"] == {
+        "delta.rowTracking.preserved": "true"
+    }
 
 
 def test_generated_columns(connect_spark, path):
