@@ -48,9 +48,10 @@ from deltamerge.spark.types import (
     to_spark_schema,
 )
 from deltamerge.spark.write import to_add_files, write_parquet
+from deltamerge.txn.idempotency import writer_option
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.row_tracking import materialized_columns
-from deltamerge.txn.transaction import OptimisticTransaction, writer_option
+from deltamerge.txn.transaction import OptimisticTransaction
 
 _MODES = {
     "error": "ErrorIfExists",

@@ -63,7 +63,7 @@ def test_optimize_settings_defaults_and_values() -> None:
 
 def test_idempotency_options_and_session_settings() -> None:
     from deltamerge.errors import InvalidArgumentError
-    from deltamerge.txn.transaction import idempotency
+    from deltamerge.txn.idempotency import idempotency
 
     assert idempotency({}, None) is None
     assert idempotency({}, {"TXNAPPID": "a", "txnVersion": "3"}) == ("a", 3, False)

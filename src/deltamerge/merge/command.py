@@ -51,8 +51,9 @@ from deltamerge.spark.session import (
 )
 from deltamerge.spark.types import schema_string
 from deltamerge.txn import row_tracking
+from deltamerge.txn.idempotency import writer_option
 from deltamerge.txn.operations import Operation
-from deltamerge.txn.transaction import OptimisticTransaction, writer_option
+from deltamerge.txn.transaction import OptimisticTransaction
 
 logger = logging.getLogger(__name__)
 

@@ -351,7 +351,7 @@ def idempotent_skip(spark: SparkSession, txn: Any, options: Any = None) -> bool:
     ``spark.databricks.delta.write.txnVersion.autoReset.enabled`` a version taken from the session
     is unset once used, so a forgotten setting cannot skip the next batch's writes."""
     from deltamerge.config import SessionConf
-    from deltamerge.txn.transaction import idempotency
+    from deltamerge.txn.idempotency import idempotency
 
     get = conf_getter(spark)
     found = idempotency(get, options)
