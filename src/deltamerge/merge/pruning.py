@@ -10,6 +10,11 @@ the candidates' overall key range as at most ``_BUCKETS`` sorted ``[min, max]`` 
 keeps the files whose range meets one of them (a binary search per file). Source keys outside
 every file's range are dropped by the aggregation itself, so a source of mostly new rows stays
 cheap. The setting ``spark.databricks.optimizer.dynamicFilePruning`` (default true) turns it off.
+
+Partition columns have no statistics: a file's partition value is its min and max. A key on an
+integer or date partition column prunes when no data column key has statistics. Beside a data
+key, a key on a partition column (integer, date or string) contributes the source's distinct
+values, collected by the same aggregation: a file is kept only if both keys may match.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
@@ -29,6 +34,7 @@ from pyspark.sql.types import (
     LongType,
     MapType,
     ShortType,
+    StringType,
     StructType,
 )
 from sqlglot import exp
@@ -121,7 +127,26 @@ class _FileRange:
     may_null: bool
 
 
+def _is_partition_column(files: Sequence[AddFile], name: str) -> bool:
+    return bool(files) and all(name in f.partition_values for f in files)
+
+
+def _partition_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_FileRange]:
+    """A partition column's value is the file's min and max (the log holds it; no statistics)."""
+    out = []
+    for f in files:
+        raw = f.partition_values.get(name)
+        if raw is None or raw == "":
+            out.append(_FileRange(f, 0, -1, True))  # only NULLs: no value can match
+            continue
+        value = _as_number(raw, t)
+        out.append(_FileRange(f, value, value, False))
+    return out
+
+
 def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_FileRange]:
+    if _is_partition_column(files, name):
+        return _partition_ranges(files, name, t)
     out = []
     for f in files:
         st = parse_stats(f.stats)
@@ -220,6 +245,9 @@ def summarize_source_keys(
     keys = all_keys or ([prune_key] if prune_key is not None else [])
     if prune_key is not None and prune_key not in keys:
         keys = [*keys, prune_key]
+    part = _partition_key(rm, candidates, prune_key) if prune_key is not None else None
+    if part is not None and part.key not in keys:
+        keys = [*keys, part.key]
     names = ", ".join(dict.fromkeys(scol(k.source_index) for k in keys))
     src = "(SELECT /*+ COALESCE(1) */ * FROM {src})" if _one_task(source) else "{src}"
     # One SQL text over the source: one analysis, a few Python->JVM round trips (each DataFrame
@@ -252,10 +280,13 @@ def summarize_source_keys(
         f"WHEN NOT ({num} BETWEEN {base} AND {end}) THEN -2 "  # matches no candidate file
         f"ELSE CAST(floor((CAST({num} AS DOUBLE) - {base}D) / {width}D) AS INT) END"
     )
-    query = (
-        "SELECT b, min(k) AS lo, max(k) AS hi, max(n) AS n, sum(count) AS rows FROM ("
-        f"SELECT {num} AS k, {bucket} AS b, {valid_count} AS n, count FROM ({counted})) GROUP BY b"
-    )
+    # A partition column among the keys: its distinct source values come along (the data key's
+    # buckets cannot tell partitions apart).
+    part_cols = ", collect_set(pk) AS pks, max(CAST(pk IS NULL AS INT)) AS pk_null" if part else ""
+    part_value = f", {part.value_sql(scol(part.key.source_index))} AS pk" if part else ""
+    inner = f"SELECT {num} AS k, {bucket} AS b, {valid_count} AS n, count{part_value} FROM ({counted})"
+    aggregates = f"min(k) AS lo, max(k) AS hi, max(n) AS n, sum(count) AS rows{part_cols}"
+    query = f"SELECT b, {aggregates} FROM ({inner}) GROUP BY b"
     with small_result_query(spark):
         rows = spark.sql(query, src=source).collect()  # at most _BUCKETS + 2 aggregate rows
     unique = bool(all_keys) and all(int(r["n"] or 0) <= 1 for r in rows)
@@ -264,7 +295,82 @@ def summarize_source_keys(
     buckets = [
         (int(r["lo"]), int(r["hi"]), int(r["rows"] or 0)) for r in rows if r["b"] >= 0 and r["lo"] is not None
     ]
-    return _pruned(candidates, ranges, field.name, prune_key.null_safe, buckets, has_null, unique, total)
+    summary = _pruned(candidates, ranges, field.name, prune_key.null_safe, buckets, has_null, unique, total)
+    if part is not None:
+        summary = part.prune(summary, rows)
+    stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
+    if _is_partition_column(candidates, stats_name):
+        # Source keys per partition say nothing about how many rows of a file match.
+        summary = replace(summary, min_expected_matches=None)
+    return summary
+
+
+#: Above this many distinct source values of a partition key, its partitions are not pruned.
+_MAX_PARTITION_VALUES = 10_000
+_UNKNOWN = object()
+
+
+@dataclass(frozen=True)
+class _PartitionKey:
+    """An equi-key on a partition column (integer, date or string) that is not the pruning key."""
+
+    key: EquiKey
+    name: str  # in ``partitionValues`` (physical under column mapping)
+    t: DataType
+
+    def value_sql(self, column: str) -> str:
+        return column if isinstance(self.t, StringType) else _key_number(column, self.t)
+
+    def file_value(self, f: AddFile) -> object:
+        """The file's partition value as the source's values are collected; None for NULL,
+        ``_UNKNOWN`` for a value that does not parse (the file is kept)."""
+        raw = f.partition_values.get(self.name)
+        if raw is None or raw == "":
+            return None
+        if isinstance(self.t, StringType):
+            return raw
+        value = _as_number(raw, self.t)
+        return _UNKNOWN if value is None else value
+
+    def prune(self, summary: SourceKeySummary, rows: list) -> SourceKeySummary:  # type: ignore[type-arg]
+        values: set[object] = set()
+        for r in rows:
+            values.update(r["pks"] or ())
+        if len(values) > _MAX_PARTITION_VALUES:
+            return summary
+        source_null = any(int(r["pk_null"] or 0) for r in rows)
+
+        def keep(f: AddFile) -> bool:
+            v = self.file_value(f)
+            if v is _UNKNOWN:
+                return True
+            if v is None:
+                return self.key.null_safe and source_null
+            return v in values
+
+        kept = tuple(f for f in summary.files if keep(f))
+        note = f"{summary.note}; {self.name}: {len(kept)} in the source's partitions"
+        return replace(summary, files=kept, note=note)
+
+
+def _partition_key(
+    rm: ResolvedMerge, candidates: Sequence[AddFile], prune_key: EquiKey
+) -> _PartitionKey | None:
+    """An equi-key on a partition column besides ``prune_key``, when the candidates span several
+    of its values."""
+    for key in equi_keys(rm, bounded_only=False):
+        if key == prune_key:
+            continue
+        field = rm.target_schema.fields[key.target_index]
+        # Strings compare byte for byte only under the default collation.
+        if not (_bounded(field.dataType) or field.dataType == StringType()):
+            continue
+        name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
+        if not _is_partition_column(candidates, name):
+            continue
+        if len({f.partition_values.get(name) for f in candidates}) > 1:
+            return _PartitionKey(key, name, field.dataType)
+    return None
 
 
 def _pruned(
@@ -344,13 +450,21 @@ def _prune_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> tuple[EquiKe
     bounded = equi_keys(rm)
     if len(candidates) < MIN_FILES or not bounded:
         return None, []
-    field = rm.target_schema.fields[bounded[0].target_index]
-    # Statistics name a column-mapped table's columns by their physical names.
-    stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
-    ranges = _file_ranges(candidates, stats_name, field.dataType)
-    if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
-        return None, []
-    return bounded[0], ranges
+    fallback: tuple[EquiKey | None, list[_FileRange]] = (None, [])
+    for key in bounded:
+        field = rm.target_schema.fields[key.target_index]
+        # Statistics and partition values name a column-mapped table's columns by physical names.
+        stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
+        ranges = _file_ranges(candidates, stats_name, field.dataType)
+        if not any(r.lo is not None and r.hi is not None and r.lo <= r.hi for r in ranges):
+            continue
+        if not _is_partition_column(candidates, stats_name):
+            return key, ranges
+        if fallback[0] is None and len({r.lo for r in ranges}) > 1:
+            # A partition column prunes whole partitions; a data column with statistics, which
+            # also separates the files within a partition, is preferred when there is one.
+            fallback = (key, ranges)
+    return fallback
 
 
 def summarize_from_statistics(
