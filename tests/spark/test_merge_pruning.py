@@ -993,13 +993,42 @@ def test_one_task_summary_same_answer(spark, tmp_path, cond):
     assert pruned[4] is ("t.v" in cond)  # 640 twice: unique only with v in the key
 
 
-def test_partition_column_keys_prune_partitions(spark, tmp_path):
-    """An equi-key on an integer partition column prunes by the files' partition values (no
-    statistics exist for it) when no data column key has statistics; NULL partitions only for <=>."""
+def _summary(spark, path, source, cond, *, check_unique=False):
+    """``summarize_source_keys`` of a merge of ``source`` into the table at ``path``."""
     from deltamerge.merge.analysis import analyze
     from deltamerge.merge.context import renamed_source
     from deltamerge.merge.pruning import summarize_source_keys
     from deltamerge.spark.types import to_spark_schema
+
+    snap = DeltaLog.for_table(path).update()
+    spec = (
+        DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), cond).whenMatchedDelete()._spec()
+    )
+    rm = analyze(spec, to_spark_schema(snap.metadata.schema_string), case_sensitive=False, evolve=False)
+    return summarize_source_keys(
+        rm, renamed_source(source), snap.files, prune=True, check_unique=check_unique
+    )
+
+
+def _upsert_both_ways(spark, tmp_path, table, source, cond):
+    """The upsert's result and rows with dynamic file pruning on and off (they must agree)."""
+    results = []
+    for flag in ("true", "false"):
+        p = str(tmp_path / f"m_{flag}")
+        table(p)
+        spark.conf.set(DFP, flag)
+        try:
+            res = _run(spark, p, source(), cond, UPSERT)
+        finally:
+            spark.conf.unset(DFP)
+        results.append((res, _rows(spark, p)))
+    assert results[0] == results[1]
+    return results[0]
+
+
+def test_partition_column_keys_prune_partitions(spark, tmp_path):
+    """An equi-key on an integer partition column prunes by the files' partition values (no
+    statistics exist for it) when no data column key has statistics; NULL partitions only for <=>."""
 
     def table(path):
         df = spark.range(0, 70, numPartitions=7).select(
@@ -1013,47 +1042,21 @@ def test_partition_column_keys_prune_partitions(spark, tmp_path):
 
     path = str(tmp_path / "t")
     table(path)
-    snap = DeltaLog.for_table(path).update()
     for cond, parts in [
         ("t.v = s.v AND t.sid = s.sid", {"1", "3"}),
         ("t.v <=> s.v AND t.sid = s.sid", {"1", "3", None}),
     ]:
-        spec = (
-            DeltaTable.forPath(spark, path)
-            .alias("t")
-            .merge(source().alias("s"), cond)
-            .whenMatchedDelete()
-            ._spec()
-        )
-        rm = analyze(spec, to_spark_schema(snap.metadata.schema_string), case_sensitive=False, evolve=False)
-        summary = summarize_source_keys(
-            rm, renamed_source(source()), snap.files, prune=True, check_unique=False
-        )
+        summary = _summary(spark, path, source(), cond)
         assert {f.partition_values["v"] for f in summary.files} == parts, cond
         assert summary.min_expected_matches is None
-    # The merge itself: the same rows with and without pruning.
-    results = []
-    for flag in ("true", "false"):
-        p = str(tmp_path / f"m_{flag}")
-        table(p)
-        spark.conf.set(DFP, flag)
-        try:
-            res = _run(spark, p, source(), "t.v <=> s.v AND t.sid = s.sid", UPSERT)
-        finally:
-            spark.conf.unset(DFP)
-        results.append((res, _rows(spark, p)))
-    assert results[0] == results[1] and results[0][0][1] == 3  # 1/1, 8/1 and n/NULL updated
+    result, _ = _upsert_both_ways(spark, tmp_path, table, source, "t.v <=> s.v AND t.sid = s.sid")
+    assert result[1] == 3  # 1/1, 8/1 and n/NULL updated
 
 
 @pytest.mark.parametrize("kind", ["string", "date"])
 def test_partition_key_beside_a_data_key_prunes_partitions(spark, tmp_path, kind):
     """ON t.id = s.id AND t.g = s.g on a table partitioned by g whose files all span the whole id
-    range: the id buckets keep every file, the source's g values keep one partition."""
-    from deltamerge.merge.analysis import analyze
-    from deltamerge.merge.context import renamed_source
-    from deltamerge.merge.pruning import summarize_source_keys
-    from deltamerge.spark.types import to_spark_schema
-
+    range: the id buckets keep every file, the source's g values keep their partitions only."""
     g = (
         "concat('g', CAST(id % 3 AS STRING))"
         if kind == "string"
@@ -1070,29 +1073,11 @@ def test_partition_key_beside_a_data_key_prunes_partitions(spark, tmp_path, kind
 
     path = str(tmp_path / "t")
     table(path)
-    snap = DeltaLog.for_table(path).update()
     cond = "t.id = s.id AND t.g = s.g"
-    spec = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(source().alias("s"), cond)
-        .whenMatchedDelete()
-        ._spec()
-    )
-    rm = analyze(spec, to_spark_schema(snap.metadata.schema_string), case_sensitive=False, evolve=False)
-    summary = summarize_source_keys(rm, renamed_source(source()), snap.files, prune=True, check_unique=True)
-    source_parts = {r.g for r in source().collect()}
+    summary = _summary(spark, path, source(), cond, check_unique=True)
+    all_parts = {f.partition_values["g"] for f in DeltaLog.for_table(path).update().files}
     kept = {f.partition_values["g"] for f in summary.files}
-    assert len(kept) == len(source_parts) < len({f.partition_values["g"] for f in snap.files})
+    assert len(kept) == len({r.g for r in source().collect()}) < len(all_parts)
     assert summary.unique and "in the source's partitions" in (summary.note or "")
-    results = []
-    for flag in ("true", "false"):
-        p = str(tmp_path / f"m_{flag}")
-        table(p)
-        spark.conf.set(DFP, flag)
-        try:
-            res = _run(spark, p, source(), cond, UPSERT)
-        finally:
-            spark.conf.unset(DFP)
-        results.append((res, _rows(spark, p)))
-    assert results[0] == results[1] and results[0][0][1:] == (2, 0, 1)
+    result, _ = _upsert_both_ways(spark, tmp_path, table, source, cond)
+    assert result[1:] == (2, 0, 1)
