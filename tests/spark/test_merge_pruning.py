@@ -49,11 +49,16 @@ def _run(spark, path, source, cond, clauses):
     return tuple(m.execute().collect()[0])
 
 
-def _both_ways(spark, tmp_path, source_factory, cond, clauses, **table_kw):
+def _both_ways(spark, tmp_path, source_factory, cond, clauses, table=None, **table_kw):
+    """The merge's result and rows with dynamic file pruning on and off (they must agree);
+    ``table(path)`` creates the target (default: ``_table`` with ``table_kw``)."""
     results = []
     for flag in ("true", "false"):
         path = str(tmp_path / f"t_{flag}")
-        _table(spark, path, **table_kw)
+        if table is not None:
+            table(path)
+        else:
+            _table(spark, path, **table_kw)
         spark.conf.set(DFP, flag)
         try:
             res = _run(spark, path, source_factory(), cond, clauses)
@@ -1010,22 +1015,6 @@ def _summary(spark, path, source, cond, *, check_unique=False):
     )
 
 
-def _upsert_both_ways(spark, tmp_path, table, source, cond):
-    """The upsert's result and rows with dynamic file pruning on and off (they must agree)."""
-    results = []
-    for flag in ("true", "false"):
-        p = str(tmp_path / f"m_{flag}")
-        table(p)
-        spark.conf.set(DFP, flag)
-        try:
-            res = _run(spark, p, source(), cond, UPSERT)
-        finally:
-            spark.conf.unset(DFP)
-        results.append((res, _rows(spark, p)))
-    assert results[0] == results[1]
-    return results[0]
-
-
 def test_partition_column_keys_prune_partitions(spark, tmp_path):
     """An equi-key on an integer partition column prunes by the files' partition values (no
     statistics exist for it) when no data column key has statistics; NULL partitions only for <=>."""
@@ -1049,7 +1038,7 @@ def test_partition_column_keys_prune_partitions(spark, tmp_path):
         summary = _summary(spark, path, source(), cond)
         assert {f.partition_values["v"] for f in summary.files} == parts, cond
         assert summary.min_expected_matches is None
-    result, _ = _upsert_both_ways(spark, tmp_path, table, source, "t.v <=> s.v AND t.sid = s.sid")
+    result, _ = _both_ways(spark, tmp_path, source, "t.v <=> s.v AND t.sid = s.sid", UPSERT, table=table)
     assert result[1] == 3  # 1/1, 8/1 and n/NULL updated
 
 
@@ -1079,5 +1068,5 @@ def test_partition_key_beside_a_data_key_prunes_partitions(spark, tmp_path, kind
     kept = {f.partition_values["g"] for f in summary.files}
     assert len(kept) == len({r.g for r in source().collect()}) < len(all_parts)
     assert summary.unique and "in the source's partitions" in (summary.note or "")
-    result, _ = _upsert_both_ways(spark, tmp_path, table, source, cond)
+    result, _ = _both_ways(spark, tmp_path, source, cond, UPSERT, table=table)
     assert result[1:] == (2, 0, 1)
