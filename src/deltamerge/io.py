@@ -375,7 +375,7 @@ def read_snapshot(
                 "with ALTER TABLE ... SET TBLPROPERTIES ('delta.enableRowTracking' = 'true').",
                 error_class="DELTA_ROW_TRACKING_NOT_ENABLED",
             )
-        hidden = (names.row_id, names.row_commit_version)
+        hidden = names.names
     df = scan(
         spark,
         snap.table_root,

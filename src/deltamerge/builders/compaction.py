@@ -189,7 +189,7 @@ def optimize(
         )
     # Row tracking: every row keeps its id and commit version (materialized in the new files).
     tracking = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
-    hidden = (tracking.row_id, tracking.row_commit_version) if tracking else None
+    hidden = tracking.names if tracking else None
     cond = _partition_predicate(spark, snapshot, partition_filters)
     keep = matching_partitions(spark, snapshot, cond)
     candidates = [f for f in snapshot.files if keep(f)]

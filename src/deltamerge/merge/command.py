@@ -467,4 +467,4 @@ def _discard(table_root: str, relative_paths: list[str]) -> None:
 def _row_tracking_columns(snapshot: Snapshot) -> tuple[str, str] | None:
     """The materialized row tracking columns the rewrite fills, when row tracking is enabled."""
     names = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
-    return None if names is None else (names.row_id, names.row_commit_version)
+    return None if names is None else names.names

@@ -209,17 +209,10 @@ def counter_columns(rm: ResolvedMerge) -> list[Column]:
     return cols
 
 
-def project_output(
-    df: DataFrame,
-    rm: ResolvedMerge,
-    *,
-    has_source: bool,
-    has_target: bool,
-    tracking: tuple[str, str] | None = None,
-) -> DataFrame:
+def project_output(df: DataFrame, rm: ResolvedMerge, *, has_source: bool, has_target: bool) -> DataFrame:
     """Joined rows -> (final columns..., action code)."""
     with_action = df.withColumn(ACTION, action_column(rm, has_source=has_source, has_target=has_target))
-    return with_action.select(*output_columns(rm, has_target=has_target, tracking=tracking), F.col(ACTION))
+    return with_action.select(*output_columns(rm, has_target=has_target), F.col(ACTION))
 
 
 def written_rows(projected: DataFrame, rm: ResolvedMerge) -> DataFrame:

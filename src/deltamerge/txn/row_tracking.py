@@ -78,6 +78,11 @@ class MaterializedColumns:
     row_id: str
     row_commit_version: str
 
+    @property
+    def names(self) -> tuple[str, str]:
+        """(row id column, row commit version column), as scans and writers take them."""
+        return (self.row_id, self.row_commit_version)
+
 
 def materialized_columns(protocol: Protocol | None, metadata: Metadata | None) -> MaterializedColumns | None:
     """The materialized column names when row tracking is enabled, else None."""

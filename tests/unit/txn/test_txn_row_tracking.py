@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from txntest_helpers import SCHEMA, table_metadata
+from txntest_helpers import table_metadata
 
 from deltamerge.errors import InvalidArgumentError, UnsupportedOperationError
 from deltamerge.log.actions import AddFile, DomainMetadata
@@ -113,7 +113,6 @@ def test_rules(tmp_path: Path) -> None:
     # Without the feature, names copied from another table are dropped.
     plain = create(str(tmp_path / "p"), {row_tracking.ROW_ID_COLUMN: "_row-id-col-x"})
     assert row_tracking.ROW_ID_COLUMN not in plain.snapshot().metadata.configuration
-    assert SCHEMA["fields"]
 
 
 def test_ids_and_the_mark_survive_a_checkpoint(tmp_path: Path) -> None:
