@@ -12,11 +12,38 @@ from typing import cast
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError as SqlglotParseError
 
 from deltamerge.errors import ParseError
 
-DIALECT = "spark"
+# The dialect's generator class (SQLGlot has moved it between modules across versions).
+_SparkGenerator: type = Spark.Generator
+
+
+class _Generator(_SparkGenerator):  # type: ignore[misc,valid-type]
+    PARSE_JSON_NAME = "PARSE_JSON"
+
+    def localtimestamp_sql(self, expression: exp.Localtimestamp) -> str:
+        return self.func("LOCALTIMESTAMP", expression.this)
+
+    def collate_sql(self, expression: exp.Collate) -> str:
+        if isinstance(expression.expression, exp.Literal):
+            return self.func("COLLATE", expression.this, expression.expression)
+        return self.binary(expression, "COLLATE")
+
+
+class DeltamergeSpark(Spark):
+    """SQLGlot's Spark dialect, with what its generator writes for older Sparks put right for
+    Spark 4: it drops ``parse_json`` (leaving the JSON text, a STRING, where a VARIANT was meant),
+    writes ``localtimestamp()`` as the bare keyword Spark does not know, and turns
+    ``collate(x, 'name')`` into ``x COLLATE 'name'``, which Spark does not parse."""
+
+    Generator = _Generator
+
+
+#: The dialect every SQL text of deltamerge is parsed and written in.
+DIALECT = DeltamergeSpark
 
 # Functions whose value changes from call to call (Spark's Nondeterministic expressions).
 NON_DETERMINISTIC = {
