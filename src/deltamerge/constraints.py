@@ -77,8 +77,7 @@ class Constraint:
         if self.kind == "check" and self.name == "Generated Column":
             hint += ": give the generated column the value its expression computes, or leave it out."
         elif self.kind == "check" and not self.name.startswith("EXPRESSION("):
-            prop = f"{CONSTRAINT_PREFIX}{self.name}"
-            hint += f", or remove the constraint by unsetting the table property '{prop}'."
+            hint += f", or remove the constraint with ALTER TABLE ... DROP CONSTRAINT {self.name}."
         else:
             hint += "."
         if self.kind == "not_null":

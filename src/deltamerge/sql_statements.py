@@ -8,7 +8,8 @@
   overwritten with ``deltamerge.write`` after Spark's by-position store assignment;
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
-* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)`` (column clauses: ``sql_alter``),
+* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``ADD CONSTRAINT c CHECK (...)``,
+  ``DROP CONSTRAINT [IF EXISTS] c`` (column clauses: ``sql_alter``),
   ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``,
   ``VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN]`` (modifiers in any order),
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
@@ -52,6 +53,9 @@ __all__ = ["run_statement"]
 
 _ALTER = re.compile(rf"ALTER\s+TABLE\s+{TABLE_REF}\s+(?P<rest>.+)", FLAGS)
 _SET_PROPS = re.compile(r"SET\s+TBLPROPERTIES\s*\((?P<props>.*)\)", FLAGS)
+_NAME = r"(?P<name>`(?:[^`]|``)+`|\w+)"
+_ADD_CONSTRAINT = re.compile(rf"ADD\s+CONSTRAINT\s+{_NAME}\s+CHECK\s*\((?P<expr>.*)\)", FLAGS)
+_DROP_CONSTRAINT = re.compile(rf"DROP\s+CONSTRAINT\s+(?P<ifexists>IF\s+EXISTS\s+)?{_NAME}", FLAGS)
 _UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", FLAGS)
 _DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", FLAGS)
 _INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", FLAGS)
@@ -71,6 +75,18 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
     except TableNotFoundError:
         return None  # not a deltamerge table: Spark's ALTER TABLE
     rest = m.group("rest").strip()
+    if (c := _ADD_CONSTRAINT.fullmatch(rest) or _DROP_CONSTRAINT.fullmatch(rest)) is not None:
+        from deltamerge import constraint_ddl
+
+        name = c.group("name")
+        name = name[1:-1].replace("``", "`") if name.startswith("`") else name
+        shown = _name or f"delta.`{path}`"
+        if "expr" in c.groupdict():
+            constraint_ddl.add_constraint(spark, path, name, c.group("expr").strip(), shown)
+        else:
+            exists = bool(c.group("ifexists"))
+            constraint_ddl.drop_constraint(spark, path, name, if_exists=exists, table_name=shown)
+        return empty_frame(spark)
     set_m, unset_m = _SET_PROPS.fullmatch(rest), _UNSET_PROPS.fullmatch(rest)
     if set_m is None and unset_m is None:
         from deltamerge.sql_alter import run_alter_columns
@@ -79,7 +95,8 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
             return empty_frame(spark)
         raise UnsupportedOperationError(
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
-            "SET / UNSET TBLPROPERTIES, ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
+            "SET / UNSET TBLPROPERTIES, ADD / DROP CONSTRAINT, ADD COLUMNS, RENAME COLUMN, DROP "
+            "COLUMN(S) and ALTER COLUMN are."
         )
     if set_m is not None:
         set_properties(spark, path, parse_properties(set_m.group("props"), keys_only=False))

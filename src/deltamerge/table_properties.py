@@ -49,6 +49,13 @@ def check_properties(props: dict[str, str]) -> dict[str, str]:
 
 def set_properties(spark: SparkSession, path: str, props: dict[str, str]) -> None:
     """Commit ``SET TBLPROPERTIES`` with ``props`` to the table at ``path``."""
+    if any(k.lower().startswith("delta.constraints.") for k in props):
+        raise AnalysisError(
+            "Please use ALTER TABLE ADD CONSTRAINT to add CHECK constraints: it checks the existing "
+            "rows first, which a property change would not.",
+            error_class="DELTA_ADD_CONSTRAINTS",
+            sql_state="0A000",
+        )
     props = check_properties(props)
     txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
     meta = txn.metadata
