@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructField, StructType, VariantType
 from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
@@ -110,6 +110,13 @@ def validate(spark: SparkSession, schema: StructType, *, case_sensitive: bool = 
     generated = {f.name for _, f, _ in gens}
     plain = StructType([f for f in schema.fields if f.name not in generated])
     for _, f, text in gens:
+        if isinstance(f.dataType, VariantType):
+            # A writer must check value <=> expression, and variants cannot be compared.
+            raise _invalid(
+                "VARIANT cannot be the result of a generated column. Store the variant in a plain "
+                "column, or generate a typed value from it (for example `v::int`).",
+                "DELTA_UNSUPPORTED_DATA_TYPE_IN_GENERATED_COLUMN",
+            )
         node = parse_expression(text)
         for ref in column_references(node):
             head = column_parts(ref)[0]

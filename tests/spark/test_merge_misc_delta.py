@@ -23,8 +23,6 @@ Not ported:
 - ``merge correctly handle field metadata``: ported to ``tests/spark/test_column_mapping.py``
   (``test_merge_keeps_comments_and_mapping_metadata``).
 - ``UDT Data Types - simple and nested``: UDTs defined in Scala.
-- ``Variant type``: kept as a case but skipped: deltamerge refuses tables with the ``variantType``
-  table feature.
 - ``merge execution is recorded with QueryExecutionListener`` and the exact ``opType`` sets of the
   ``recorded operations`` tests: Delta-internal plan capture and usage-log hooks (their rows, the
   executor and the files touched are checked).
@@ -647,7 +645,6 @@ MISC_CASES = [
         "i = 10 + src.i + trgNew.i, v = trgNew.v",
         """(i, v) VALUES (i + 100, parse_json('"inserted"'))""",
         target_alias="trgNew",
-        skip="the variantType table feature: deltamerge refuses to write such tables",
         source=Data([], "", "SELECT parse_json(cast(id as string)) v, id + 1 i FROM range(1, 3)"),
         result_select=("i", "to_json(v)"),
         result=[(0, "0"), (13, "1"), (103, '"inserted"')],

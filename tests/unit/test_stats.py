@@ -529,3 +529,22 @@ def test_matches_delta_rs_stats(tmp_path: Path) -> None:
     assert ours["nullCount"] == theirs["nullCount"]
     for key in ("minValues", "maxValues"):
         assert ours[key] == theirs[key]
+
+
+def test_variant_columns_get_a_null_count_only(tmp_path: Path) -> None:
+    """An unshredded variant is a Parquet group of required ``value`` / ``metadata`` binaries
+    (as Spark writes it): the group's nulls are its leaves' nulls; no bounds (protocol: Variant)."""
+    variant = pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+    cell = {"value": b"\x0c\x01", "metadata": b"\x01\x00\x00"}
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3]),
+            "v": pa.array([cell, None, cell], variant),
+            "s": pa.array([{"w": cell}, {"w": None}, {"w": None}], pa.struct([pa.field("w", variant)])),
+        }
+    )
+    nested = {"type": "struct", "fields": [_f("w", "variant")]}
+    schema = _schema(_f("id", "long"), _f("v", "variant"), _f("s", nested))
+    stats = _stats(tmp_path, table, schema)
+    assert stats["nullCount"] == {"id": 0, "v": 1, "s": {"w": 2}}
+    assert stats["minValues"] == {"id": 1} and stats["maxValues"] == {"id": 3}

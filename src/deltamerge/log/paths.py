@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from deltamerge.errors import InvalidArgumentError
+from deltamerge.errors import AnalysisError, InvalidArgumentError
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -220,6 +220,21 @@ def parse_partition_value(value: str | None, type_name: str) -> Any:
             "Check the table's partitionValues in the log, or rewrite the affected partition."
         ) from None
     raise InvalidArgumentError(f"Unsupported partition column type {type_name!r}.")
+
+
+def check_partition_column_types(schema: Mapping[str, Any], partition_columns: Sequence[str]) -> None:
+    """Delta's ``PartitionUtils.validatePartitionColumn``: a partition column has an atomic,
+    orderable type (no struct, array or map, no variant)."""
+    types = {f.get("name"): f.get("type") for f in schema.get("fields", [])}
+    for name in partition_columns:
+        t = types.get(name)
+        if not isinstance(t, str) or t == "variant":
+            shown = t if isinstance(t, str) else (t or {}).get("type", t)
+            raise AnalysisError(
+                f"Using column {name} of type {shown} as a partition column is not supported. "
+                "Partition by a column of an atomic type (number, string, date, timestamp, boolean, binary).",
+                error_class="DELTA_INVALID_PARTITION_COLUMN_TYPE",
+            )
 
 
 # --- layer 2: Hive-style directory names ---------------------------------------------------------

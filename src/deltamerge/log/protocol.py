@@ -71,6 +71,10 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         # delta-spark's: metadata cleanup must truncate up to delta.requireCheckpointProtection-
         # BeforeVersion in one go; deltamerge never cleans up such a table (txn/transaction.py).
         CHECKPOINT_PROTECTION,
+        # Unshredded variant columns: Spark writes them as Parquet structs of (value, metadata)
+        # binaries, as the protocol asks; they get a nullCount and no min/max statistics.
+        VARIANT_TYPE,
+        VARIANT_TYPE_PREVIEW,
         CLUSTERING,  # written without clustering: new files are unclustered (log/clustering.py)
     }
 )
@@ -84,6 +88,8 @@ SUPPORTED_READER_FEATURES = frozenset(
         TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW,
         VACUUM_PROTOCOL_CHECK,
+        VARIANT_TYPE,
+        VARIANT_TYPE_PREVIEW,
     }
 )
 #: Reader+writer features (listed in both lists of a (3,7) protocol).

@@ -285,6 +285,16 @@ def stats_from_parquet_metadata(
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
     for leaf in stats_columns(schema, partition_columns, configuration):
+        if leaf.type == "variant":
+            # A variant is a Parquet group of (value, metadata); ``metadata`` is required in it
+            # (shredded or not), so its leaf is NULL exactly when the variant is. No min/max.
+            meta = StatsLeaf(leaf.logical_path, (*leaf.physical_path, "metadata"), "binary")
+            cols = _column_indexes(meta, parquet_paths, exact_length=True)
+            if len(cols) == 1:
+                agg = _aggregate_column(md, cols[0], "binary", False)
+                if agg.null_count is not None:
+                    _put(nulls, leaf.physical_path, _Json(str(agg.null_count)))
+            continue
         nested = not isinstance(leaf.type, str)
         cols = _column_indexes(leaf, parquet_paths, exact_length=not nested)
         if not cols or (not nested and len(cols) != 1):

@@ -38,7 +38,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.log import char_varchar, cleanup, clustering, column_mapping, filenames
+from deltamerge.log import char_varchar, cleanup, clustering, column_mapping, filenames, paths
 from deltamerge.log.actions import (
     Action,
     AddCDCFile,
@@ -219,6 +219,7 @@ class OptimisticTransaction:
             raise InvalidArgumentError(
                 f"Partition column(s) {missing} are not in the table schema. Partition by existing columns."
             )
+        paths.check_partition_column_types(metadata.schema, metadata.partition_columns)
         if SessionConf.PROPERTY_CONSTRAINTS_CHECK.get(self._conf):
             manifest.check_properties(metadata, self.snapshot)
         self._new_metadata = metadata

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltamerge.errors import InvalidArgumentError
+from deltamerge.errors import AnalysisError, InvalidArgumentError
+from deltamerge.log import paths
 from deltamerge.log.paths import (
     HIVE_DEFAULT_PARTITION,
     absolute_file_path,
@@ -227,3 +228,24 @@ def test_timestamp_ntz_round_trip(v: dt.datetime) -> None:
 @given(st.text(min_size=1))
 def test_string_round_trip(v: str) -> None:
     assert parse_partition_value(serialize_partition_value(v, "string"), "string") == v
+
+
+@pytest.mark.parametrize(
+    ("column_type", "ok"),
+    [
+        ("string", True),
+        ("timestamp_ntz", True),
+        ("decimal(10,2)", True),
+        ("variant", False),
+        ({"type": "struct", "fields": []}, False),
+        ({"type": "array", "elementType": "long", "containsNull": True}, False),
+    ],
+)
+def test_partition_column_types(column_type: object, ok: bool) -> None:
+    schema = {"type": "struct", "fields": [{"name": "p", "type": column_type}, {"name": "x", "type": "long"}]}
+    if ok:
+        paths.check_partition_column_types(schema, ["p"])
+    else:
+        with pytest.raises(AnalysisError, match="DELTA_INVALID_PARTITION_COLUMN_TYPE"):
+            paths.check_partition_column_types(schema, ["p"])
+    paths.check_partition_column_types(schema, [])
