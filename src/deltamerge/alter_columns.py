@@ -23,6 +23,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import AtomicType, DataType, StructField, StructType
 
 from deltamerge import catalog
+from deltamerge.column_defaults import CURRENT_DEFAULT
+from deltamerge.column_defaults import validate as validate_defaults
 from deltamerge.constraints import check_no_dependents
 from deltamerge.errors import AnalysisError, UnsupportedOperationError
 from deltamerge.log import column_mapping
@@ -327,15 +329,22 @@ def alter_column(
     nullable: bool | None = None,
     data_type: DataType | None = None,
     position: str | None = None,
+    default: str | None = None,
 ) -> None:
     """``ALTER TABLE t ALTER COLUMN c`` ``COMMENT 'x'`` | ``DROP NOT NULL`` | ``TYPE t`` |
-    ``FIRST`` | ``AFTER d`` (Delta's CHANGE COLUMN): metadata only, nothing is rewritten."""
+    ``FIRST`` | ``AFTER d`` | ``SET DEFAULT expr`` | ``DROP DEFAULT`` (``default=""``) (Delta's
+    CHANGE COLUMN): metadata only, nothing is rewritten."""
     alter = _Alter(spark, path)
     parent, struct, i = _resolve(alter.schema, column, "alter a field of")
     old = struct.fields[i]
     new = StructField(old.name, old.dataType, old.nullable, dict(old.metadata or {}))
     if comment is not None:
         new.metadata["comment"] = comment
+    if default == "":
+        new.metadata.pop(CURRENT_DEFAULT, None)
+    elif default is not None:
+        new.metadata[CURRENT_DEFAULT] = default  # rows already written keep EXISTS_DEFAULT
+        validate_defaults(spark, StructType([new]))
     if nullable is not None:
         if old.nullable and not nullable:
             raise _change_refused((*parent, old.name), old, StructField(old.name, old.dataType, False))

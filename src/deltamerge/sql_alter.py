@@ -91,7 +91,8 @@ def _new_column(spec: str) -> alter_columns.NewColumn:
         )
     if re.search(r"\bDEFAULT\b", m.group("type"), re.IGNORECASE):
         raise UnsupportedOperationError(
-            "Column defaults are not supported by deltamerge (table feature allowColumnDefaults)."
+            "ADD COLUMNS with a DEFAULT value is not supported by deltamerge: add the column, then "
+            "ALTER TABLE ... ALTER COLUMN c SET DEFAULT <expr>."
         )
     if re.search(r"\bGENERATED\b", m.group("type"), re.IGNORECASE):
         raise UnsupportedOperationError(
@@ -128,6 +129,10 @@ def _alter_column(spark: SparkSession, path: str, column: list[str], action: str
         alter_columns.alter_column(spark, path, column, data_type=_data_type(action[4:]))
     elif words[:1] == ["COMMENT"]:
         alter_columns.alter_column(spark, path, column, comment=_unquote(action[7:]))
+    elif (d := re.fullmatch(r"\s*SET\s+DEFAULT\s+(?P<expr>.+)", action, _F)) is not None:
+        alter_columns.alter_column(spark, path, column, default=d.group("expr").strip())
+    elif words == ["DROP", "DEFAULT"]:
+        alter_columns.alter_column(spark, path, column, default="")
     elif words in (["DROP", "NOT", "NULL"], ["SET", "NOT", "NULL"]):
         alter_columns.alter_column(spark, path, column, nullable=words[0] == "DROP")
     elif re.fullmatch(_POSITION, action, _F):
@@ -151,5 +156,5 @@ def _alter_column(spark: SparkSession, path: str, column: list[str], action: str
     else:
         raise ParseError(
             f"Cannot parse ALTER COLUMN ... {action!r}: expected TYPE, COMMENT, SET NOT NULL, DROP NOT NULL, "
-            "FIRST or AFTER."
+            "SET DEFAULT, DROP DEFAULT, FIRST or AFTER."
         )

@@ -187,6 +187,11 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
             "partition values in the query's columns."
         )
     query = statement.expression
+    if isinstance(query, exp.Values):
+        from deltamerge.column_defaults import values_with_defaults
+        from deltamerge.io import snapshot_for
+
+        query = values_with_defaults(query, snapshot_for(path).metadata.schema_string, columns)
     with_ = statement.args.get("with_") or statement.args.get("with")
     prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
     data = sql_with_delta_tables(spark, prefix + query.sql(dialect=DIALECT))
@@ -216,6 +221,10 @@ def _column(node: exp.ColumnDef) -> StructField:
             metadata["comment"] = k.this.name
         elif isinstance(k, exp.ComputedColumnConstraint):
             metadata["delta.generationExpression"] = to_sql(k.this)
+        elif isinstance(k, exp.DefaultColumnConstraint):
+            from deltamerge.column_defaults import metadata as default_metadata
+
+            metadata.update(default_metadata(to_sql(k.this)))
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and k.args.get("expression") is None:
             from deltamerge.identity import IdentityGenerator, column_metadata
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
-from deltamerge import catalog
+from deltamerge import catalog, column_defaults
 from deltamerge.builders.common import discard, write_data
 from deltamerge.errors import (
     AnalysisError,
@@ -162,6 +162,7 @@ def create_table(
     schema = schema if schema is not None else StructType([])
     parts = _check_schema(schema, partition_by)
     validate_generated(spark, schema, case_sensitive=case_sensitive(spark))
+    column_defaults.validate(spark, schema)
     validate_identity(schema, parts)
     conf = {} if replacing else table_property_defaults(spark)
     conf.update(

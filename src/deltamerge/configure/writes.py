@@ -141,6 +141,7 @@ def insert_rows(
     option or the session setting), replaces only the partitions the rows fall into."""
     from pyspark.sql import functions as F
 
+    from deltamerge.column_defaults import default_text
     from deltamerge.errors import AnalysisError
     from deltamerge.io import snapshot_for
     from deltamerge.spark.types import to_spark_schema
@@ -169,11 +170,19 @@ def insert_rows(
             error_class=f"INSERT_COLUMN_ARITY_MISMATCH.{which}",
         )
     positional = data.toDF(*[f"_c{i}" for i in range(len(names))])  # query columns may share a name
+    given = {n.lower() for n in names}
+    # Columns the statement leaves out take their DEFAULT (the rest stay NULL, or generated).
+    defaulted = [
+        F.expr(f"CAST(({text}) AS {f.dataType.simpleString()})").alias(f.name)
+        for f in schema.fields
+        if f.name.lower() not in given and (text := default_text(f)) is not None
+    ]
     data = positional.select(
         *[
             F.col(f"_c{i}").cast(fields[n.lower()].dataType).alias(fields[n.lower()].name)
             for i, n in enumerate(names)
-        ]
+        ],
+        *defaulted,
     )
     return delta_save(data, path, "overwrite" if overwrite else "append", [], dict(options or {}))
 

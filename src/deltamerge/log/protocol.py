@@ -75,6 +75,8 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         # binaries, as the protocol asks; they get a nullCount and no min/max statistics.
         VARIANT_TYPE,
         VARIANT_TYPE_PREVIEW,
+        # Defaults fill the columns an INSERT (SQL, MERGE) leaves out; see column_defaults.py.
+        ALLOW_COLUMN_DEFAULTS,
         CLUSTERING,  # written without clustering: new files are unclustered (log/clustering.py)
     }
 )
@@ -263,6 +265,21 @@ def writer_features(protocol: Protocol) -> frozenset[str]:
     if protocol.min_writer_version >= 7:
         return frozenset(protocol.writer_features or ())
     return LEGACY_WRITER_FEATURES.get(min(protocol.min_writer_version, 6), frozenset())
+
+
+def check_column_defaults_allowed(protocol: Protocol, schema: Any) -> None:
+    """Delta only keeps a column DEFAULT when the table supports ``allowColumnDefaults``, which
+    must be asked for explicitly (it is never added implicitly)."""
+    if not _ACTIVE_PROBES[ALLOW_COLUMN_DEFAULTS]({}, schema):
+        return
+    if ALLOW_COLUMN_DEFAULTS in writer_features(protocol):
+        return
+    raise UnsupportedFeatureError(
+        "Failed to execute the command because it assigned a column DEFAULT value, but the "
+        "corresponding table feature was not enabled. Please retry the command again after executing "
+        "ALTER TABLE tableName SET TBLPROPERTIES('delta.feature.allowColumnDefaults' = 'supported').",
+        error_class="WRONG_COLUMN_DEFAULTS_FOR_DELTA_FEATURE_NOT_ENABLED",
+    )
 
 
 def type_widening_enabled(protocol: Protocol, configuration: Mapping[str, str]) -> bool:

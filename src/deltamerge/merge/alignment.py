@@ -29,9 +29,10 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from deltamerge.column_defaults import default_text, default_value
 from deltamerge.errors import AnalysisError
 from deltamerge.generated import generated_columns
-from deltamerge.merge.casting import Caster, named_struct, typed_null
+from deltamerge.merge.casting import Caster, named_struct, spark_type, typed_null
 from deltamerge.merge.casting import field as struct_field
 from deltamerge.merge.evolution import same_type, scala_string
 from deltamerge.predicates import to_sql
@@ -225,10 +226,16 @@ class Aligner:
         first: dict[str, Action] = {}
         for a in actions:
             first.setdefault(self._key(a.path[0]), a)
-        out = []
+        out: list[exp.Expression] = []
+        # Only the target's own columns have defaults (not a column schema evolution adds).
+        target = {self._key(f.name): f for f in self.target_schema.fields}
         for f in self.final_schema.fields:
             found = first.get(self._key(f.name))
-            if found is None:
+            own = target.get(self._key(f.name))
+            if found is None and own is not None and default_text(own) is not None:
+                # An unlisted column with a DEFAULT takes it (checked castable when it was set).
+                out.append(exp.Cast(this=default_value(own), to=spark_type(f.dataType)))
+            elif found is None:
                 out.append(typed_null(f.dataType))
             else:
                 assert found.vtype is not None

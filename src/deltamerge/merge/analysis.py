@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from deltamerge.column_defaults import default_value, is_default_keyword
 from deltamerge.config import SessionConf
 from deltamerge.errors import AnalysisError
 from deltamerge.generated import generated_columns, substitute
@@ -340,6 +341,11 @@ class _Analyzer:
         assert clause.assignments is not None
         for a in clause.assignments:
             path = self._resolve_key(clause, a.key)
+            if is_default_keyword(a.value):
+                # The column's DEFAULT, NULL without one (Spark's ResolveDefaultColumns).
+                field = self._find(self.target_schema, path[0]) if len(path) == 1 else None
+                out.append(Action(path, default_value(field)))
+                continue
             _check_value(a.value, where)
             out.append(Action(path, self.r.rewrite(a.value, scope, where)))
         return out

@@ -56,6 +56,7 @@ from deltamerge.log.protocol import (
     DOMAIN_METADATA,
     at_least,
     check_can_write,
+    check_column_defaults_allowed,
     protocol_for,
     requested_features,
     requested_versions,
@@ -242,6 +243,8 @@ class OptimisticTransaction:
             extended = with_features(protocol, features)
             if extended != protocol:
                 self._new_protocol = extended
+        assert self.protocol is not None
+        check_column_defaults_allowed(self.protocol, metadata.schema)
         read = self.snapshot.metadata if self.snapshot is not None else None
         self._new_metadata = row_tracking.with_column_names(self.protocol, read, metadata)
 

@@ -8,7 +8,13 @@ import pytest
 
 from deltamerge.errors import UnsupportedFeatureError
 from deltamerge.log.actions import Metadata, Protocol
-from deltamerge.log.protocol import check_can_read, check_can_write, protocol_for, upgrade
+from deltamerge.log.protocol import (
+    check_can_read,
+    check_can_write,
+    check_column_defaults_allowed,
+    protocol_for,
+    upgrade,
+)
 
 PLAIN = {"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}]}
 
@@ -102,6 +108,15 @@ def test_unreadable(protocol: Protocol, metadata: Metadata, feature: str) -> Non
 )
 def test_writable(protocol: Protocol) -> None:
     check_can_write(protocol, _md())
+
+
+def test_column_defaults_need_the_feature() -> None:
+    schema = _schema(_field("b", "integer", {"CURRENT_DEFAULT": "1", "EXISTS_DEFAULT": "1"}))
+    check_column_defaults_allowed(Protocol(1, 7, None, ("allowColumnDefaults",)), schema)
+    check_can_write(Protocol(1, 7, None, ("allowColumnDefaults",)), _md(schema=schema))
+    check_column_defaults_allowed(Protocol(1, 2), PLAIN)
+    with pytest.raises(UnsupportedFeatureError, match="WRONG_COLUMN_DEFAULTS_FOR_DELTA_FEATURE_NOT_ENABLED"):
+        check_column_defaults_allowed(Protocol(1, 2), schema)
 
 
 @pytest.mark.parametrize("feature", ["variantType", "variantType-preview"])
