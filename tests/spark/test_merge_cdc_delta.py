@@ -14,8 +14,9 @@ generated suites run all of them; a subset keeps this file fast). With DVs Delta
 a MERGE that changes nothing, so the change feed read here is that of the commit(s) made after the
 target was set up, which is empty in that case too.
 
-Ported from the Scala suite: all of its tests. Not ported: the ``readcdcv2`` generated variants (row
-tracking and the Spark 4.2 ``CHANGES`` clause read path: deltamerge has no row tracking) and the
+Ported from the Scala suite: all of its tests. Not ported: the ``readcdcv2`` generated variants (the
+Spark 4.2 ``CHANGES`` clause read path with row tracking; row tracking under MERGE is ported in
+``test_merge_row_tracking_delta.py``) and the
 predicate-pushdown on/off variants (a Delta-internal optimizer switch with no deltamerge counterpart).
 """
 

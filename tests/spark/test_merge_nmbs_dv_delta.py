@@ -21,7 +21,8 @@ Ported from delta-io/delta:
 
 Not ported: Delta's "paths are not joined correctly" DV test (it calls Delta-internal bitmap builders
 with a corrupted file list, which has no deltamerge counterpart), the column-mapping and name-based
-generated variants (deltamerge has no column mapping; tables here are path based) and the
+generated variants (column mapping runs the shared conformance cases on mapped targets instead,
+``tests/conformance``; tables here are path based) and the
 predicate-pushdown on/off variants (a Delta-internal optimizer switch).
 """
 
