@@ -522,6 +522,33 @@ def test_generated_columns(connect_spark, path):
     assert _rows(deltamerge.read(spark, path)) == [(2, 4), (5, 10)]
 
 
+def test_variant_defaults_and_constraints(connect_spark, tmp_path):
+    """A VARIANT column, a column DEFAULT and an added CHECK constraint on Connect: MERGE inserts
+    ``parse_json`` values and the default, and a row breaking the constraint commits nothing."""
+    from deltamerge.errors import InvariantViolationError
+
+    spark = connect_spark
+    path = str(tmp_path / "t")
+    t = f"delta.`{path}`"
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE {t} (id BIGINT, v VARIANT, n INT DEFAULT 7) USING DELTA "
+        "TBLPROPERTIES ('delta.feature.allowColumnDefaults' = 'supported')",
+    )
+    deltamerge.sql(spark, f"INSERT INTO {t} (id, v) VALUES (1, parse_json('[1]'))")
+    deltamerge.sql(spark, f"ALTER TABLE {t} ADD CONSTRAINT small CHECK (id < 100)")
+    src = spark.createDataFrame([(1,), (2,)], "id bigint").alias("s")
+    merge = DeltaTable.forPath(spark, path).alias("t").merge(src, "t.id = s.id")
+    merge.whenMatchedUpdate(set={"v": "parse_json('{\"a\": 1}')"}).whenNotMatchedInsert(
+        values={"id": "s.id", "v": "parse_json('true')"}
+    ).execute()
+    rows = deltamerge.read(spark, path).selectExpr("id", "to_json(v)", "n").collect()
+    assert sorted(tuple(r) for r in rows) == [(1, '{"a":1}', 7), (2, "true", 7)]
+    with pytest.raises(InvariantViolationError):
+        deltamerge.sql(spark, f"INSERT INTO {t} (id) VALUES (500)")
+    assert deltamerge.read(spark, path).count() == 2
+
+
 def test_identity_columns(connect_spark, path):
     """Identity values from an append and a MERGE insert, with the high-water mark recorded."""
     from deltamerge import IdentityGenerator

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import Row
 
@@ -53,6 +54,14 @@ def _stats(path: str) -> list[dict]:
     return [json.loads(f.stats) for f in snap.files if f.stats]
 
 
+def _unshredded(path: str) -> None:
+    """Every data file holds each variant as the (value, metadata) pair of binaries the protocol
+    asks of a table without ``variantShredding`` (Spark 4.1+ would add typed columns)."""
+    for f in DeltaLog.for_table(path).update().files:
+        t = pq.read_schema(str(Path(path) / f.path)).field("v").type
+        assert [c.name for c in t] == ["value", "metadata"], (f.path, t)
+
+
 def _ints(spark, query: str) -> list:  # type: ignore[no-untyped-def]
     rows = [tuple(r) for r in _sql(spark, query).collect()]
     return sorted(rows, key=lambda r: [(v is None, 0 if v is None else v) for v in r])
@@ -81,6 +90,12 @@ def test_new_variant_table_protocol_statistics_and_values(spark, tmp_path: Path)
     # The null count prunes: no file holds a NULL in ``s.a``.
     assert deltamerge.read(spark, path).where("s.a IS NULL").count() == 0
     assert deltamerge.read(spark, path).where("v IS NULL").count() == 1
+    _unshredded(path)
+    # delta-rs reads them too (as the struct of binaries).
+    from deltalake import DeltaTable as DeltaRsTable
+
+    read = DeltaRsTable(path).to_pyarrow_table().sort_by("id").column("v").to_pylist()
+    assert read[2] is None and read[0] == {"value": b"\x0c\x00", "metadata": b"\x01\x00\x00"}
 
 
 def test_table_without_variant_keeps_the_minimum_protocol(spark, tmp_path: Path) -> None:
@@ -141,6 +156,7 @@ def test_merge_with_schema_evolution_adds_a_variant_column(
     got = deltamerge.read(spark, path).selectExpr("id", "v::long", "v_two::long").collect()
     expected = [(i, i * 10 if i >= 50 else i, i if i >= 50 else None) for i in range(200)]
     assert sorted(tuple(r) for r in got) == expected
+    _unshredded(path)
     assert _protocol(path).reader_features is not None and "variantType" in _protocol(path).reader_features
 
 

@@ -8,11 +8,12 @@ footers of the files just written (no second pass over the data).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import NullType
+from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType, VariantType
 
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
@@ -150,10 +151,43 @@ def write_parquet(
     if partition_columns:
         writer = writer.partitionBy(*partition_columns)
     try:
-        writer.parquet(staging)
+        with _unshredded_variants(spark) if _has_variant(df.schema) else contextlib.nullcontext():
+            writer.parquet(staging)
         return _move_into_table(table_root, staging, partition_columns, kind)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+_WRITE_SHREDDING = "spark.sql.variant.writeShredding.enabled"
+
+
+def _has_variant(t: DataType) -> bool:
+    if isinstance(t, VariantType):
+        return True
+    if isinstance(t, StructType):
+        return any(_has_variant(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has_variant(t.elementType)
+    if isinstance(t, MapType):
+        return _has_variant(t.keyType) or _has_variant(t.valueType)
+    return False
+
+
+@contextlib.contextmanager
+def _unshredded_variants(spark: Any) -> Iterator[None]:
+    """Spark 4.1+ shreds variants it writes (typed columns beside ``value`` / ``metadata``), which
+    only a table with the ``variantShredding`` feature may hold: write them unshredded, as the
+    ``variantType`` feature requires (on Connect too: a file layout, not a speed-up)."""
+    conf = spark.conf
+    previous = conf.get(_WRITE_SHREDDING, None)
+    conf.set(_WRITE_SHREDDING, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            conf.unset(_WRITE_SHREDDING)
+        else:
+            conf.set(_WRITE_SHREDDING, previous)
 
 
 def _to_physical(
