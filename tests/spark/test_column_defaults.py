@@ -29,6 +29,12 @@ def _table(spark, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
     return path
 
 
+def _run(spark, path: str, *statements: str) -> None:  # type: ignore[no-untyped-def]
+    """Run each statement with ``{t}`` standing for the table."""
+    for text in statements:
+        deltamerge.sql(spark, text.format(t=f"delta.`{path}`"))
+
+
 def _rows(spark, path: str) -> list[tuple]:  # type: ignore[no-untyped-def]
     df = deltamerge.read(spark, path).selectExpr("id", "b", "s", "CAST(d AS STRING)", "n")
     return sorted(tuple(r) for r in df.collect())
@@ -82,11 +88,14 @@ def test_merge_builder_takes_defaults(spark, tmp_path: Path) -> None:
 
 def test_sql_insert_and_update_take_defaults(spark, tmp_path: Path) -> None:
     path = _table(spark, tmp_path)
-    t = f"delta.`{path}`"
-    deltamerge.sql(spark, f"INSERT INTO {t} (id) VALUES (1)")
-    deltamerge.sql(spark, f"INSERT INTO {t} VALUES (2, DEFAULT, 'given', DEFAULT, 2)")
-    deltamerge.sql(spark, f"INSERT INTO {t} (n, id) SELECT 3, 3")
-    deltamerge.sql(spark, f"UPDATE {t} SET s = DEFAULT WHERE id = 2")
+    _run(
+        spark,
+        path,
+        "INSERT INTO {t} (id) VALUES (1)",
+        "INSERT INTO {t} VALUES (2, DEFAULT, 'given', DEFAULT, 2)",
+        "INSERT INTO {t} (n, id) SELECT 3, 3",
+        "UPDATE {t} SET s = DEFAULT WHERE id = 2",
+    )
     assert _rows(spark, path) == [
         (1, 42, "ab", "2024-02-29", None),
         (2, 42, "ab", "2024-02-29", 2),
@@ -99,10 +108,13 @@ def test_sql_insert_and_update_take_defaults(spark, tmp_path: Path) -> None:
 
 def test_set_and_drop_default(spark, tmp_path: Path) -> None:
     path = _table(spark, tmp_path)
-    t = f"delta.`{path}`"
-    deltamerge.sql(spark, f"ALTER TABLE {t} ALTER COLUMN b SET DEFAULT 100 + 1")
-    deltamerge.sql(spark, f"ALTER TABLE {t} ALTER COLUMN s DROP DEFAULT")
-    deltamerge.sql(spark, f"INSERT INTO {t} (id) VALUES (1)")
+    _run(
+        spark,
+        path,
+        "ALTER TABLE {t} ALTER COLUMN b SET DEFAULT 100 + 1",
+        "ALTER TABLE {t} ALTER COLUMN s DROP DEFAULT",
+        "INSERT INTO {t} (id) VALUES (1)",
+    )
     assert _rows(spark, path) == [(1, 101, None, "2024-02-29", None)]
     fields = {f["name"]: f["metadata"] for f in DeltaLog.for_table(path).update().metadata.schema["fields"]}
     assert fields["b"] == {"CURRENT_DEFAULT": "100 + 1", "EXISTS_DEFAULT": "42"}
