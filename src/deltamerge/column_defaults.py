@@ -18,7 +18,20 @@ from __future__ import annotations
 import json
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    AtomicType,
+    DataType,
+    DateType,
+    MapType,
+    NullType,
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
@@ -50,9 +63,10 @@ def default_value(field: StructField | None) -> exp.Expression:
     return parse_expression(text) if text is not None else exp.Null()
 
 
-def values_with_defaults(values: exp.Values, schema_string: str, columns: list[str] | None) -> exp.Values:
-    """An INSERT's ``VALUES`` rows with each ``DEFAULT`` replaced by its column's default (NULL
-    without one), by position in ``columns`` (all the table's columns when None)."""
+def with_defaults(query: exp.Expression, schema_string: str, columns: list[str] | None) -> exp.Expression:
+    """An INSERT's query with each ``DEFAULT`` replaced by its column's default (NULL without
+    one), by position in ``columns`` (all the table's columns when None): in every row of a
+    ``VALUES`` list, or among the select list of a plain ``SELECT``."""
     schema = StructType.fromJson(json.loads(schema_string))
     by_name = {f.name.lower(): f for f in schema.fields}
     targets: list[StructField | None] = (
@@ -64,14 +78,24 @@ def values_with_defaults(values: exp.Values, schema_string: str, columns: list[s
         if target is None or not is_default_keyword(v):
             return v
         to = exp.DataType.build(target.dataType.simpleString(), dialect=DIALECT)
-        return exp.Cast(this=default_value(target), to=to)
+        out: exp.Expression = exp.Cast(this=default_value(target), to=to)
+        if isinstance(query, exp.Select):
+            return exp.Alias(this=out, alias=exp.to_identifier(target.name, quoted=True))
+        return out
 
-    def row(node: exp.Expression) -> exp.Expression:
-        if not isinstance(node, exp.Tuple):
-            return node
-        return exp.Tuple(expressions=[value(i, v) for i, v in enumerate(node.expressions)])
-
-    return exp.Values(expressions=[row(r) for r in values.expressions], alias=values.args.get("alias"))
+    if isinstance(query, exp.Values):
+        rows = [
+            exp.Tuple(expressions=[value(i, v) for i, v in enumerate(r.expressions)])
+            if isinstance(r, exp.Tuple)
+            else r
+            for r in query.expressions
+        ]
+        return exp.Values(expressions=rows, alias=query.args.get("alias"))
+    if isinstance(query, exp.Select):
+        out = query.copy()
+        out.set("expressions", [value(i, v) for i, v in enumerate(query.expressions)])
+        return out
+    return query
 
 
 def metadata(text: str) -> dict[str, str]:
@@ -79,29 +103,67 @@ def metadata(text: str) -> dict[str, str]:
     return {CURRENT_DEFAULT: text, EXISTS_DEFAULT: text}
 
 
+def _invalid(kind: str, f: StructField, text: str, why: str) -> AnalysisError:
+    return AnalysisError(
+        f"Failed to execute the command because the destination column or variable `{f.name}` has a "
+        f"DEFAULT value {text}, {why}",
+        error_class=f"INVALID_DEFAULT_VALUE.{kind}",
+        sql_state="42623",
+    )
+
+
+def _storable(value: DataType, column: DataType) -> bool:
+    """Spark's store assignment of a DEFAULT's type into the column's (ANSI): the same type, a
+    NULL, number into number, any atomic value into a string, date/time into date/time."""
+    times = (DateType, TimestampType, TimestampNTZType)
+    if value == column or isinstance(value, NullType):
+        return True
+    if isinstance(value, NumericType) and isinstance(column, NumericType):
+        return True
+    if isinstance(column, StringType) and isinstance(value, AtomicType):
+        return True
+    if isinstance(value, times) and isinstance(column, times):
+        return True
+    # Nested values are cast field by field; the evaluation in ``validate`` checks them.
+    return isinstance(value, StructType | ArrayType | MapType) and type(value) is type(column)
+
+
 def validate(spark: SparkSession, schema: StructType) -> None:
-    """Spark's checks of new DEFAULT expressions: constant (no column, no non-deterministic
-    function), and of a type the column can store."""
+    """Spark's checks of new DEFAULT expressions: no subquery, no column, a constant, of a type the
+    column can store (checked by evaluating it once, which also catches values out of range)."""
     for f in schema.fields:
         text = default_text(f)
         if text is None:
             continue
         node = parse_expression(text)
-        if column_references(node) or not is_deterministic(node) or node.find(exp.Subquery, exp.Select):
-            raise AnalysisError(
-                f"Failed to execute the command because the destination column or variable {f.name} has "
-                f"a DEFAULT value {text}, which is not a constant expression whose equivalent value is "
-                "known at query planning time.",
-                error_class="INVALID_DEFAULT_VALUE.NOT_CONSTANT",
-                sql_state="42623",
+        if node.find(exp.Subquery, exp.Select):
+            raise _invalid("SUBQUERY_EXPRESSION", f, text, "which contains subquery expressions.")
+        if column_references(node):
+            raise _invalid("UNRESOLVED_EXPRESSION", f, text, "which fails to resolve as a valid expression.")
+        if not is_deterministic(node):
+            raise _invalid(
+                "NOT_CONSTANT", f, text, "which is not a constant expression whose equivalent value is known."
+            )
+        try:
+            got = spark.range(1).selectExpr(f"({to_sql(node)}) AS d").schema.fields[0].dataType
+        except Exception as e:
+            raise _invalid(
+                "UNRESOLVED_EXPRESSION", f, text, f"which fails to resolve: {str(e).splitlines()[0]}"
+            ) from None
+        if not _storable(got, f.dataType):
+            raise _invalid(
+                "DATA_TYPE",
+                f,
+                text,
+                f'which requires "{f.dataType.simpleString().upper()}" type, but the statement provided a '
+                f'value of incompatible "{got.simpleString().upper()}" type.',
             )
         try:  # evaluated once: a value the column cannot hold fails here (ANSI casts)
             spark.range(1).selectExpr(f"CAST(({to_sql(node)}) AS {f.dataType.simpleString()}) AS d").collect()
         except Exception as e:
-            raise AnalysisError(
-                f"Failed to execute the command because the destination column or variable {f.name} has "
-                f"a DEFAULT value {text}, which cannot be stored as {f.dataType.simpleString()}: "
-                f"{str(e).splitlines()[0]}",
-                error_class="INVALID_DEFAULT_VALUE.DATA_TYPE",
-                sql_state="42623",
+            raise _invalid(
+                "DATA_TYPE",
+                f,
+                text,
+                f"which cannot be stored as {f.dataType.simpleString()}: {str(e).splitlines()[0]}",
             ) from None

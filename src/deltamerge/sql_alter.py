@@ -91,8 +91,10 @@ def _new_column(spec: str) -> alter_columns.NewColumn:
         )
     if re.search(r"\bDEFAULT\b", m.group("type"), re.IGNORECASE):
         raise UnsupportedOperationError(
-            "ADD COLUMNS with a DEFAULT value is not supported by deltamerge: add the column, then "
-            "ALTER TABLE ... ALTER COLUMN c SET DEFAULT <expr>."
+            "Failed to execute ALTER TABLE ADD COLUMNS command because it assigned a column DEFAULT "
+            "value, which is not supported for Delta tables: add the column, then ALTER TABLE ... ALTER "
+            "COLUMN c SET DEFAULT <expr> (rows written before keep NULL).",
+            error_class="WRONG_COLUMN_DEFAULTS_FOR_DELTA_ALTER_TABLE_ADD_COLUMN_NOT_SUPPORTED",
         )
     if re.search(r"\bGENERATED\b", m.group("type"), re.IGNORECASE):
         raise UnsupportedOperationError(

@@ -187,11 +187,11 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
             "partition values in the query's columns."
         )
     query = statement.expression
-    if isinstance(query, exp.Values):
-        from deltamerge.column_defaults import values_with_defaults
+    if isinstance(query, exp.Values | exp.Select):
+        from deltamerge.column_defaults import with_defaults
         from deltamerge.io import snapshot_for
 
-        query = values_with_defaults(query, snapshot_for(path).metadata.schema_string, columns)
+        query = with_defaults(query, snapshot_for(path).metadata.schema_string, columns)
     with_ = statement.args.get("with_") or statement.args.get("with")
     prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
     data = sql_with_delta_tables(spark, prefix + query.sql(dialect=DIALECT))
