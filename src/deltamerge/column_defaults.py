@@ -8,9 +8,11 @@ default stands in (NULL for a column without one):
 
 * a MERGE INSERT clause that does not list the column, and the keyword ``DEFAULT`` as a value in
   MERGE INSERT / UPDATE SET and UPDATE (``merge/analysis.py``, ``merge/alignment.py``);
-* SQL ``INSERT INTO t (cols) ...`` leaving the column out, and ``DEFAULT`` in its ``VALUES``.
+* SQL ``INSERT INTO t (cols) ...`` leaving the column out, and ``DEFAULT`` in its ``VALUES`` rows
+  or its ``SELECT`` list (``with_defaults``).
 
-A DataFrame append leaves a missing column NULL, as delta-spark does.
+A DataFrame append leaves a missing column NULL, as delta-spark does. ``ADD COLUMNS ... DEFAULT``
+is refused, as in Delta (``sql_alter.py``): the rows already written would read NULL.
 """
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ def test_existing_rows_must_satisfy_a_new_constraint(spark, tmp_path: Path) -> N
     deltamerge.sql(spark, f"ALTER TABLE {t} ADD CONSTRAINT small CHECK (coalesce(v, 0) < 50)")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize(
     ("expression", "error_class"),
     [

@@ -121,6 +121,7 @@ def test_set_and_drop_default(spark, tmp_path: Path) -> None:
     assert fields["s"] == {"EXISTS_DEFAULT": "CONCAT('a', 'b')"}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize(
     ("column", "error_class"),
     [
