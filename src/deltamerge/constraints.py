@@ -273,8 +273,9 @@ def enforce(df: DataFrame, schema: StructType, configuration: Mapping[str, str])
                 )
                 raise AnalysisError(
                     f"The table constraint {what} ({rule.expression}) cannot be evaluated against the "
-                    f"written columns: {str(inner).splitlines()[0]} Fix the constraint (table property "
-                    f"'{CONSTRAINT_PREFIX}<name>' or field metadata '{INVARIANTS_FIELD}') or drop it.",
+                    f"written columns: {str(inner).splitlines()[0]} Drop the constraint (ALTER TABLE ... "
+                    f"DROP CONSTRAINT <name>, or the field metadata '{INVARIANTS_FIELD}') and add it "
+                    "again fixed.",
                     error_class="DELTA_INVALID_CHECK_CONSTRAINT_REFERENCES",
                 ) from None
         raise
