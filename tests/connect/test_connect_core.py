@@ -88,6 +88,13 @@ def test_merge_builder_string_conditions_every_clause(connect_spark, path):
     last = DeltaTable.forPath(spark, path).history(1).collect()[0]
     assert last["operation"] == "MERGE"
     assert last["operationMetrics"]["numTargetRowsInserted"] == "2"
+    # Spark's refusal of an expression names the statement's columns, on Connect too
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match=r"BINARY_OP_DIFF_TYPES.*\(t\.v \+ s\.flag\)"):
+        DeltaTable.forPath(spark, path).alias("t").merge(
+            _source(spark).selectExpr("id", "v", "array(1) AS flag").alias("s"), "t.id = s.id"
+        ).whenMatchedUpdate(set={"v": "t.v + s.flag"}).execute()
 
 
 def test_merge_builder_column_conditions_every_clause(connect_spark, path):

@@ -622,6 +622,64 @@ def test_unresolvable_names(spark, table: str, sql_source: str, statement: str, 
             assert w in str(err.value), str(err.value)
 
 
+_TYPED_SOURCE = "(SELECT id, v, array(id) AS arr, named_struct('a', id) AS st FROM bad_input_source)"
+
+
+@pytest.mark.parametrize(
+    ("statement", "error_class", "words"),
+    [
+        (
+            "ON t.id = s.arr WHEN MATCHED THEN DELETE",
+            "DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES",
+            ["(t.id = s.arr)"],
+        ),
+        (
+            "ON t.id = s.id WHEN MATCHED AND t.id + s.st > 0 THEN DELETE",
+            "DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES",
+            ["(t.id + s.st)"],
+        ),
+        (
+            "ON t.id = s.id WHEN MATCHED THEN UPDATE SET t.v = s.arr + t.id",
+            "DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES",
+            ["(s.arr + t.id)"],
+        ),
+        (
+            "ON t.id = s.id WHEN NOT MATCHED BY SOURCE AND t.v < array(1) THEN DELETE",
+            "DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES",
+            ["(t.v < array(1))"],
+        ),
+    ],
+    ids=["on", "matched-condition", "set-value", "by-source-condition"],
+)
+def test_type_errors_name_the_users_columns(
+    spark, table: str, sql_source: str, statement: str, error_class: str, words: list[str]
+) -> None:
+    """Spark refuses the expression; its message shows the statement's names, not the internal
+    positional ones the merge's queries use, and the error is still a Spark analysis error."""
+    with unchanged(spark, table), pytest.raises(AnalysisException) as err:
+        deltamerge.sql(spark, f"MERGE INTO delta.`{table}` t USING {_TYPED_SOURCE} s {statement}")
+    assert isinstance(err.value, DeltaMergeError)
+    assert err.value.getCondition() == error_class and err.value.getSqlState() == "42K09"
+    message = str(err.value)
+    assert message.startswith(f"[{error_class}] ") and "__t" not in message and "__s" not in message
+    for w in words:
+        assert w in message, message
+
+
+def test_type_errors_in_update_and_builder_without_aliases(spark, table: str, sql_source: str) -> None:
+    from deltamerge import DeltaTable
+
+    with unchanged(spark, table):
+        with pytest.raises(AnalysisException, match=r"\(id \+ array\(1\)\)"):
+            deltamerge.sql(spark, f"UPDATE delta.`{table}` SET v = id + array(1)")
+        source = spark.table(sql_source).selectExpr("id AS `odd id`", "v")
+        with pytest.raises(AnalysisException, match=r"\(`odd id` \+ array\(1\)\)") as err:
+            DeltaTable.forPath(spark, table).merge(
+                source, "id = `odd id` + array(1)"
+            ).whenMatchedDelete().execute()
+    assert "__s" not in str(err.value) and "__t" not in str(err.value)
+
+
 def test_unknown_source_table(spark, table: str) -> None:
     with unchanged(spark, table):
         with pytest.raises(AnalysisException) as err:

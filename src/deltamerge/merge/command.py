@@ -39,6 +39,7 @@ from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
 from deltamerge.merge.pruning import SourceKeySummary
 from deltamerge.predicates import to_sql
+from deltamerge.spark.analysis_errors import in_user_names
 from deltamerge.spark.session import (
     case_sensitive,
     conf_getter,
@@ -49,7 +50,7 @@ from deltamerge.spark.session import (
     setting,
     temporary_settings,
 )
-from deltamerge.spark.types import schema_string
+from deltamerge.spark.types import quote_name, schema_string
 from deltamerge.txn import row_tracking
 from deltamerge.txn.idempotency import writer_option
 from deltamerge.txn.operations import Operation
@@ -139,13 +140,20 @@ def prepare(
     from deltamerge.spark.types import to_spark_schema
 
     evolve = spec.schema_evolution or bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
-    rm = analyze(
-        spec,
-        to_spark_schema(snapshot.metadata.schema_string),
-        case_sensitive=case_sensitive(spark),
-        evolve=evolve,
-        table_configuration=dict(snapshot.metadata.configuration),
-    )
+    target_schema = to_spark_schema(snapshot.metadata.schema_string)
+    try:
+        rm = analyze(
+            spec,
+            target_schema,
+            case_sensitive=case_sensitive(spark),
+            evolve=evolve,
+            table_configuration=dict(snapshot.metadata.configuration),
+        )
+    except Exception as e:  # Spark typing a clause expression over internal names
+        translated = in_user_names(e, _user_name_of(target_schema, lambda: spec.source.schema, spec))
+        if translated is not None:
+            raise translated from e
+        raise
     check_dependent_types(rm.target_schema, rm.final_schema, snapshot.metadata.configuration)
     plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, dict(snapshot.metadata.configuration)))
     return txn, rm, plan
@@ -326,11 +334,32 @@ def _run(
             raise SourceBlocksLost() from e
         from deltamerge.merge.casting import translate_runtime_error
 
-        translated = translate_runtime_error(e)
+        translated = translate_runtime_error(e) or in_user_names(
+            e, _user_name_of(rm.target_schema, lambda: rm.source_schema, rm.spec)
+        )
         if translated is not None:
             raise translated from e
         raise
     return result_frame(spark, metrics)
+
+
+def _user_name_of(
+    target_schema: StructType, source_schema: Callable[[], StructType], spec: MergeSpec
+) -> Callable[[str, int], str]:
+    """The user's name (``alias.column``) of internal column ``__<side><i>``, for error messages."""
+
+    def name_of(side: str, i: int) -> str:
+        schema, alias = (
+            (target_schema, spec.target_alias) if side == "t" else (source_schema(), spec.source_alias)
+        )
+        if i >= len(schema.fields):
+            return f"__{side}{i}"
+        name = schema.fields[i].name
+        if not name.replace("_", "a").isalnum() or name[:1].isdigit():
+            name = quote_name(name)
+        return f"{alias}.{name}" if alias else name
+
+    return name_of
 
 
 def _validate_num_records(
