@@ -95,6 +95,13 @@ class Setting(Generic[T]):
             return self.default
 
 
+def parse_mib(value: str) -> int:
+    """Parse a size in bytes from a setting whose plain numbers are MiB (Spark's ``bytesConf(MiB)``:
+    ``512`` is 512 MiB, ``1g`` is 1 GiB)."""
+    text = value.strip()
+    return int(float(text) * (1 << 20)) if re.fullmatch(r"\d+(\.\d+)?", text) else parse_bytes(text)
+
+
 def _table(key: str, default: T, parse: Callable[[str], T]) -> Setting[T]:
     return Setting(key, default, parse)
 
@@ -124,6 +131,7 @@ class TableProperties:
     STATS_COLUMNS = _table("delta.dataSkippingStatsColumns", "", str)
     STRING_PREFIX_LENGTH = _table("delta.dataSkippingStringPrefixLength", 32, int)
     TARGET_FILE_SIZE = _table("delta.targetFileSize", 128 * 1024 * 1024, parse_bytes)
+    OPTIMIZE_WRITE: Setting[bool | None] = _table("delta.autoOptimize.optimizeWrite", None, parse_bool)
 
 
 class SessionConf:
@@ -194,6 +202,9 @@ class SessionConf:
     OPTIMIZE_MAX_FILE_SIZE = _session("optimize.maxFileSize", 1 << 30, parse_bytes)
     OPTIMIZE_MIN_FILE_SIZE = _session("optimize.minFileSize", 1 << 30, parse_bytes)
     OPTIMIZE_MAX_DELETED_ROWS_RATIO = _session("optimize.maxDeletedRowsRatio", 0.05, float)
+    # Optimized writes (Delta's DeltaOptimizedWriterExec): unset defers to the table property.
+    OPTIMIZE_WRITE: Setting[bool | None] = _session("optimizeWrite.enabled", None, parse_bool)
+    OPTIMIZE_WRITE_BIN_SIZE = _session("optimizeWrite.binSize", 512 << 20, parse_mib)
     ZORDER_STATS_CHECK = _session("optimize.zorder.checkStatsCollection.enabled", True, parse_bool)
     # Delta's multi-dimensional clustering (Z-order) settings live under Databricks' io.skipping keys.
     MDC_RANGE_ID_MAX = Setting("spark.databricks.io.skipping.mdc.rangeId.max", 1000, int)

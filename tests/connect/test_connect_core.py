@@ -133,6 +133,11 @@ def test_insert_only_merge_and_source_alias_from_dataframe(connect_spark, path):
     assert "executor: insertOnly" in builder.explain()
     assert tuple(builder.execute().collect()[0]) == (1, 0, 0, 1)
     assert _rows(table.toDF()) == [(1, 10, "old"), (2, 20, "old"), (3, 30, "old"), (9, 90, "x")]
+    # optimized writes (a rebalance hint and adaptive settings around the write) on Connect
+    more = spark.createDataFrame([(i, i, "y", "I") for i in range(20, 40)], SOURCE_SCHEMA).repartition(4)
+    deltamerge.write(more.drop("op"), path, mode="append", options={"optimizeWrite": "true"})
+    adds = [a for a in DeltaLog.for_table(path).read_commit(2) if type(a).__name__ == "AddFile"]
+    assert len(adds) == 1 and adds[0].num_records == 20
 
 
 def test_sql_merge_by_name_and_by_path(connect_spark, path):

@@ -26,6 +26,7 @@ def write_data(
     data_change: bool = True,
     tight_bounds: bool | None = None,
     metadata: Metadata | None = None,
+    optimize_write_bin_size: int | None = None,
 ) -> list[AddFile]:
     """Write ``df`` as Parquet files under ``root``; their ``add`` actions, with statistics.
 
@@ -35,7 +36,14 @@ def write_data(
     from deltamerge.spark.write import to_add_files, write_parquet
 
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
-    written = write_parquet(df, root, list(parts), timestamp_partition_columns=ts_parts, metadata=metadata)
+    written = write_parquet(
+        df,
+        root,
+        list(parts),
+        timestamp_partition_columns=ts_parts,
+        metadata=metadata,
+        optimize_write_bin_size=optimize_write_bin_size,
+    )
     mapped = metadata is not None and is_mapped(metadata.schema)
     return to_add_files(
         root,

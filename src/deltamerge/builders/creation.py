@@ -32,7 +32,7 @@ from deltamerge.log.paths import table_root
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import case_sensitive, conf_getter, table_property_defaults
 from deltamerge.spark.types import quote_name, schema_string
-from deltamerge.spark.write import now_ms
+from deltamerge.spark.write import now_ms, optimized_write_bin_size
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -197,6 +197,7 @@ def create_table(
             parts,
             conf,
             metadata=txn.metadata,
+            optimize_write_bin_size=optimized_write_bin_size(spark, conf),
         )
         written = [a.path for a in adds]
         actions += adds

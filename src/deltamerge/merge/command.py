@@ -51,6 +51,7 @@ from deltamerge.spark.session import (
     temporary_settings,
 )
 from deltamerge.spark.types import quote_name, schema_string
+from deltamerge.spark.write import optimized_write_bin_size
 from deltamerge.txn import row_tracking
 from deltamerge.txn.idempotency import writer_option
 from deltamerge.txn.operations import Operation
@@ -303,6 +304,9 @@ def _run(
         partition_columns=tuple(snapshot.metadata.partition_columns),
         configuration=dict(snapshot.metadata.configuration),
         repartition_before_write=bool(setting(spark, SessionConf.REPARTITION_BEFORE_WRITE)),
+        optimize_write_bin_size=optimized_write_bin_size(
+            spark, snapshot.metadata.configuration, write_options
+        ),
         cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration),
         tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
         row_tracking=_row_tracking_columns(snapshot),

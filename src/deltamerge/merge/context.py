@@ -41,6 +41,9 @@ class MergeContext:
     partition_columns: tuple[str, ...]
     configuration: dict[str, str]
     repartition_before_write: bool = True
+    # Delta's optimized writes apply (spark/write.py): files of about this many shuffle bytes, and
+    # the merge does not repartition by the partition columns itself.
+    optimize_write_bin_size: int | None = None
     cdf_enabled: bool = False
     tight_bounds: bool | None = None  # stats carry tightBounds on tables that support DVs
     # No two source rows can match one target row (merge/pruning.py); None: not checked up front,
@@ -120,7 +123,7 @@ class MergeContext:
         """Write final-schema rows as new data files and return their AddFiles."""
         df, identity_obs = observed_identity(self.fill_identity(df), self.rm.final_schema)
         parts = list(self.partition_columns)
-        if parts and self.repartition_before_write:
+        if parts and self.repartition_before_write and not self.optimize_write_bin_size:
             df = df.repartition(*[F.col(quote_name(p)) for p in parts])
         metadata = self.txn.metadata
         # Under column mapping the committed schema holds the physical names (files, statistics).
@@ -141,6 +144,7 @@ class MergeContext:
             parts,
             timestamp_partition_columns=ts_parts,
             metadata=metadata,
+            optimize_write_bin_size=self.optimize_write_bin_size,
         )
         self.written_paths += [w.relative_path for w in written]
         for name, (high, low) in identity_extremes(identity_obs).items():
@@ -167,7 +171,7 @@ class MergeContext:
     def write_cdc(self, df: DataFrame) -> list[AddCDCFile]:
         """Write change rows (table columns + ``_change_type``) under ``_change_data``."""
         parts = list(self.partition_columns)
-        if parts and self.repartition_before_write:
+        if parts and self.repartition_before_write and not self.optimize_write_bin_size:
             df = df.repartition(*[F.col(quote_name(p)) for p in parts])
         ts_parts = [
             f.name
@@ -181,6 +185,7 @@ class MergeContext:
             kind="cdc",
             timestamp_partition_columns=ts_parts,
             metadata=self.txn.metadata,
+            optimize_write_bin_size=self.optimize_write_bin_size,
         )
         self.written_paths += [w.relative_path for w in written]
         files = to_cdc_files(self.table_root, written)

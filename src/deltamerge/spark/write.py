@@ -118,12 +118,15 @@ def write_parquet(
     timestamp_partition_columns: Sequence[str] = (),
     max_records_per_file: int | None = None,
     metadata: Metadata | None = None,
+    optimize_write_bin_size: int | None = None,
 ) -> list[WrittenFile]:
     """Write ``df`` (table columns in order, partition columns included) below ``table_root``.
 
     ``metadata`` is the table's metadata as the commit will leave it: under column mapping the
     columns are written under their physical names (partition directories and values too), with
-    Parquet field ids in ``id`` mode."""
+    Parquet field ids in ``id`` mode. ``optimize_write_bin_size`` (see
+    :func:`optimized_write_bin_size`) writes files of about that many shuffle bytes, each table
+    partition's rows in as few files as that allows."""
     spark = df.sparkSession
     prepare_session(spark)
     if metadata is not None and column_mapping.is_mapped(metadata.schema):
@@ -144,6 +147,10 @@ def write_parquet(
         ]
         df = df.select(*[c.alias(f.name) for c, f in zip(cols, df.schema.fields, strict=True)])
     df = _without_void_columns(df, partition_columns)
+    settings = {_WRITE_SHREDDING: "false"} if _has_variant(df.schema) else {}
+    if optimize_write_bin_size:
+        df, extra = _optimized(df, partition_columns, optimize_write_bin_size)
+        settings.update(extra)
     staging = os.path.join(table_root, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     writer = df.write.mode("overwrite").option("compression", "snappy")
     if max_records_per_file:
@@ -151,7 +158,10 @@ def write_parquet(
     if partition_columns:
         writer = writer.partitionBy(*partition_columns)
     try:
-        with _unshredded_variants(spark) if _has_variant(df.schema) else contextlib.nullcontext():
+        # Spark 4.1+ shreds the variants it writes (typed columns beside value / metadata), which
+        # only a table with the variantShredding feature may hold: written unshredded, as the
+        # variantType feature requires.
+        with _session_settings(spark, settings) if settings else contextlib.nullcontext():
             writer.parquet(staging)
         return _move_into_table(table_root, staging, partition_columns, kind)
     finally:
@@ -174,20 +184,62 @@ def _has_variant(t: DataType) -> bool:
 
 
 @contextlib.contextmanager
-def _unshredded_variants(spark: Any) -> Iterator[None]:
-    """Spark 4.1+ shreds variants it writes (typed columns beside ``value`` / ``metadata``), which
-    only a table with the ``variantShredding`` feature may hold: write them unshredded, as the
-    ``variantType`` feature requires (on Connect too: a file layout, not a speed-up)."""
+def _session_settings(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set session settings around one write and restore them after (on Connect too: these
+    change the files written, not only the speed)."""
     conf = spark.conf
-    previous = conf.get(_WRITE_SHREDDING, None)
-    conf.set(_WRITE_SHREDDING, "false")
+    previous = {key: conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
     try:
         yield
     finally:
-        if previous is None:
-            conf.unset(_WRITE_SHREDDING)
-        else:
-            conf.set(_WRITE_SHREDDING, previous)
+        for key, value in previous.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
+def optimized_write_bin_size(
+    spark: Any, configuration: Mapping[str, str], options: Mapping[str, str] | None = None
+) -> int | None:
+    """The bin size in bytes when Delta's optimized writes apply to a write, else None.
+
+    Delta's order: the writer option ``optimizeWrite``, else the session setting
+    ``spark.databricks.delta.optimizeWrite.enabled``, else the table property
+    ``delta.autoOptimize.optimizeWrite``; off by default. The bin size is
+    ``spark.databricks.delta.optimizeWrite.binSize`` (MiB, default 512).
+    """
+    from deltamerge.config import SessionConf, TableProperties, parse_bool
+    from deltamerge.spark.session import setting
+    from deltamerge.txn.idempotency import writer_option
+
+    option = writer_option(options, "optimizeWrite")
+    enabled: bool | None = None
+    if option is not None:
+        with contextlib.suppress(ValueError):
+            enabled = parse_bool(option)
+    if enabled is None:
+        enabled = setting(spark, SessionConf.OPTIMIZE_WRITE)
+    if enabled is None:
+        enabled = TableProperties.OPTIMIZE_WRITE.get(configuration)
+    return int(setting(spark, SessionConf.OPTIMIZE_WRITE_BIN_SIZE)) if enabled else None
+
+
+def _optimized(
+    df: DataFrame, partition_columns: Sequence[str], bin_size: int
+) -> tuple[DataFrame, dict[str, str]]:
+    """Delta's optimized write in Spark terms: rows shuffled by the partition columns (every
+    table partition's rows in few tasks), then adaptive execution splits and coalesces the shuffle
+    output into tasks of about ``bin_size`` shuffle bytes, one file each, as Delta bin-packs its
+    shuffle blocks."""
+    rebalanced = df.hint("rebalance", *[F.col(quote_name(c)) for c in partition_columns])
+    return rebalanced, {
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(bin_size),
+        "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    }
 
 
 def _to_physical(
