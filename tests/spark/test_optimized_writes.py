@@ -158,8 +158,8 @@ def test_create_table_as_select_and_update(spark, tmp_path) -> None:
     try:
         deltamerge.sql(
             spark,
-            f"CREATE TABLE delta.`{path}` USING delta "
-            "TBLPROPERTIES ('delta.autoOptimize.optimizeWrite' = 'true') AS SELECT * FROM optimized_write_source",
+            f"CREATE TABLE delta.`{path}` USING delta TBLPROPERTIES "
+            "('delta.autoOptimize.optimizeWrite' = 'true') AS SELECT * FROM optimized_write_source",
         )
     finally:
         spark.catalog.dropTempView("optimized_write_source")
