@@ -13,6 +13,7 @@ import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.config import parse_mib
 from deltamerge.log.snapshot import DeltaLog
+from deltamerge.spark.write import optimized_write_bin_size
 
 ENABLED = "spark.databricks.delta.optimizeWrite.enabled"
 BIN_SIZE = "spark.databricks.delta.optimizeWrite.binSize"
@@ -36,6 +37,19 @@ def _added_by_last_commit(path: str) -> list:  # type: ignore[type-arg]
     return [a for a in log.read_commit(version) if type(a).__name__ == "AddFile"]
 
 
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+class _Session:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = _Conf(values)
+
+
 @pytest.mark.parametrize(
     ("session", "option", "table_property", "optimized"),
     [
@@ -57,17 +71,24 @@ def _added_by_last_commit(path: str) -> list:  # type: ignore[type-arg]
         "option-over-table",
     ],
 )
-def test_which_setting_applies(
-    spark, spark_conf, tmp_path, session, option, table_property, optimized
-) -> None:
-    path = str(tmp_path / "t")
-    configuration = {"delta.autoOptimize.optimizeWrite": table_property} if table_property else None
-    deltamerge.write(_frame(spark, 6, 1), path, configuration=configuration)
-    if session is not None:
-        spark_conf({ENABLED: session})
-    deltamerge.write(
-        _frame(spark), path, mode="append", options={"optimizeWrite": option} if option else None
+def test_which_setting_applies(session, option, table_property, optimized) -> None:
+    values = {ENABLED: session} if session else {}
+    configuration = {"delta.autoOptimize.optimizeWrite": table_property} if table_property else {}
+    options = {"OptimizeWrite": option} if option else None  # writer options match in any case
+    got = optimized_write_bin_size(_Session(values), configuration, options)
+    assert got == (512 << 20 if optimized else None)
+    values[BIN_SIZE] = "64"
+    assert optimized_write_bin_size(_Session(values), configuration, options) == (
+        64 << 20 if optimized else None
     )
+
+
+@pytest.mark.parametrize("optimized", [False, True], ids=["off", "table-property"])
+def test_append_file_count(spark, tmp_path, optimized) -> None:
+    path = str(tmp_path / "t")
+    configuration = {"delta.autoOptimize.optimizeWrite": "true"} if optimized else None
+    deltamerge.write(_frame(spark, 6, 1), path, configuration=configuration)
+    deltamerge.write(_frame(spark), path, mode="append")
     added = _added_by_last_commit(path)
     # Six non-empty input partitions: six files as they come, one when the write is optimized.
     assert len(added) == (1 if optimized else 6)
