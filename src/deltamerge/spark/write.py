@@ -147,6 +147,9 @@ def write_parquet(
         ]
         df = df.select(*[c.alias(f.name) for c, f in zip(cols, df.schema.fields, strict=True)])
     df = _without_void_columns(df, partition_columns)
+    # Spark 4.1+ shreds the variants it writes (typed columns beside value / metadata), which only
+    # a table with the variantShredding feature may hold: written unshredded, as the variantType
+    # feature requires.
     settings = {_WRITE_SHREDDING: "false"} if _has_variant(df.schema) else {}
     if optimize_write_bin_size:
         df, extra = _optimized(df, partition_columns, optimize_write_bin_size)
@@ -158,9 +161,6 @@ def write_parquet(
     if partition_columns:
         writer = writer.partitionBy(*partition_columns)
     try:
-        # Spark 4.1+ shreds the variants it writes (typed columns beside value / metadata), which
-        # only a table with the variantShredding feature may hold: written unshredded, as the
-        # variantType feature requires.
         with _session_settings(spark, settings) if settings else contextlib.nullcontext():
             writer.parquet(staging)
         return _move_into_table(table_root, staging, partition_columns, kind)
