@@ -143,6 +143,12 @@ class SessionConf:
     REPARTITION_BEFORE_WRITE = _session("merge.repartitionBeforeWrite.enabled", True, parse_bool)
     MATERIALIZE_SOURCE = _session("merge.materializeSource", "auto", str)
     MATERIALIZE_MAX_ATTEMPTS = _session("merge.materializeSource.maxAttempts", 4, int)
+    # Storage levels of the materialized source: the first attempt, the first retry, later retries.
+    MATERIALIZE_LEVEL = _session("merge.materializeSource.rddStorageLevel", "DISK_ONLY", str)
+    MATERIALIZE_LEVEL_FIRST_RETRY = _session(
+        "merge.materializeSource.rddStorageLevelFirstRetry", "DISK_ONLY_2", str
+    )
+    MATERIALIZE_LEVEL_RETRY = _session("merge.materializeSource.rddStorageLevelRetry", "DISK_ONLY_3", str)
     FAIL_IF_SOURCE_CHANGED = _session("merge.failIfSourceChanged", False, parse_bool)
     DV_PERSISTENT = _session("merge.deletionVectors.persistent", True, parse_bool)
     EMPTY_SCHEMA_TARGET_CHECK = _session("merge.emptySchemaTargetCheck.enabled", True, parse_bool)

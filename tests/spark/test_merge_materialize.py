@@ -45,7 +45,7 @@ def test_materialized_source_is_dropped_after_the_merge(spark, target) -> None:
         _upsert(spark, path, src)
     metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
     assert int(metrics["materializeSourceTimeMs"]) > 0
-    assert _persistent_rdds(spark) == before
+    assert _persistent_rdds(spark) <= before  # none left by the merge (GC may drop older ones)
     # A source the user checkpointed is theirs: the merge leaves it alone.
     mine = spark.read.parquet(src).localCheckpoint(eager=True)
     DeltaTable.forPath(spark, path).alias("t").merge(
@@ -85,7 +85,7 @@ def test_lost_source_blocks_run_the_merge_again(spark, target, monkeypatch) -> N
     assert _rows(spark, path) == [(i, 0) for i in range(5)] + [(i, 1) for i in range(5, 15)]
     table = DeltaTable.forPath(spark, path)
     assert table.version() == 1 and table.history(1).collect()[0]["operation"] == "MERGE"
-    assert _persistent_rdds(spark) == before
+    assert _persistent_rdds(spark) <= before  # none left by the merge (GC may drop older ones)
 
 
 def test_source_blocks_lost_on_every_attempt(spark, target, monkeypatch, spark_conf) -> None:
@@ -100,3 +100,38 @@ def test_source_blocks_lost_on_every_attempt(spark, target, monkeypatch, spark_c
         (i, 0) for i in range(10)
     ]
     assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files
+
+
+def test_storage_levels_follow_delta_settings(spark, target, monkeypatch, spark_conf) -> None:
+    """``merge.materializeSource.rddStorageLevel`` / ``...FirstRetry`` / ``...Retry`` choose where
+    each attempt pins the source (Delta's defaults DISK_ONLY, DISK_ONLY_2, DISK_ONLY_3); a name
+    PySpark does not know keeps the default."""
+    from pyspark import StorageLevel
+
+    from deltamerge.merge import source as source_mod
+
+    df = spark.range(3)
+    assert [source_mod.storage_level(df, a) for a in (1, 2, 3, 4)] == [
+        StorageLevel.DISK_ONLY, StorageLevel.DISK_ONLY_2, StorageLevel.DISK_ONLY_3, StorageLevel.DISK_ONLY_3
+    ]  # fmt: skip
+    prefix = "spark.databricks.delta.merge.materializeSource.rddStorageLevel"
+    spark_conf(
+        {prefix: "memory_and_disk", prefix + "FirstRetry": "MEMORY_ONLY_2", prefix + "Retry": "NO_SUCH"}
+    )
+    assert [source_mod.storage_level(df, a) for a in (1, 2, 3)] == [
+        StorageLevel.MEMORY_AND_DISK, StorageLevel.MEMORY_ONLY_2, StorageLevel.DISK_ONLY_3
+    ]  # fmt: skip
+    # A merge that loses its source once pins it with the first level, then the first retry's.
+    path, src = target
+    levels: list[str] = []
+    real = source_mod.storage_level
+
+    def recorded(df, attempt):  # type: ignore[no-untyped-def]
+        level = real(df, attempt)
+        levels.append(str(level))
+        return level
+
+    monkeypatch.setattr(source_mod, "storage_level", recorded)
+    _lose_blocks(monkeypatch, times=1)
+    assert _upsert(spark, path, src) == (10, 5, 0, 5)
+    assert levels == [str(StorageLevel.MEMORY_AND_DISK), str(StorageLevel.MEMORY_ONLY_2)]

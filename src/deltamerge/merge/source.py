@@ -28,13 +28,29 @@ class SourceBlocksLost(Exception):
     """An attempt of the merge lost blocks of its materialized source (the cause is Spark's error)."""
 
 
-def materialize(source: DataFrame, attempt: int = 1) -> DataFrame:
-    """Pin ``source`` on executor disks (DISK_ONLY, more replicas on retries, as Delta does)."""
-    level = (
-        StorageLevel.DISK_ONLY
+def storage_level(source: DataFrame, attempt: int) -> StorageLevel:
+    """The storage level of attempt ``attempt``'s materialized source: Delta's settings
+    ``merge.materializeSource.rddStorageLevel`` (first attempt, DISK_ONLY),
+    ``...FirstRetry`` (DISK_ONLY_2) and ``...Retry`` (later, DISK_ONLY_3). A name PySpark does not
+    know keeps the default."""
+    from deltamerge.config import SessionConf
+    from deltamerge.spark.session import setting
+
+    key = (
+        SessionConf.MATERIALIZE_LEVEL
         if attempt <= 1
-        else (StorageLevel.DISK_ONLY_2 if attempt == 2 else StorageLevel.DISK_ONLY_3)
+        else (
+            SessionConf.MATERIALIZE_LEVEL_FIRST_RETRY if attempt == 2 else SessionConf.MATERIALIZE_LEVEL_RETRY
+        )
     )
+    name = str(setting(source.sparkSession, key)).strip().upper()
+    level = getattr(StorageLevel, name, None) if name.isidentifier() else None
+    return level if isinstance(level, StorageLevel) else getattr(StorageLevel, key.default)
+
+
+def materialize(source: DataFrame, attempt: int = 1) -> DataFrame:
+    """Pin ``source`` (on executor disks by default, more replicas on retries, as Delta does)."""
+    level = storage_level(source, attempt)
     try:
         return source.localCheckpoint(eager=True, storageLevel=level)
     except TypeError:  # older signature without storageLevel
