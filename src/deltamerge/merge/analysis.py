@@ -163,7 +163,8 @@ _CONDITION_NAMES = {
 _CLAUSE_NAMES = {ActionType.UPDATE: "UPDATE clause", ActionType.INSERT: "INSERT clause"}
 
 
-def _quote(name: str) -> str:
+def display_name(name: str) -> str:
+    """A column name as deltamerge's messages show it (backquoted unless a plain identifier)."""
     return name if name.replace("_", "a").isalnum() else f"`{name}`"
 
 
@@ -248,7 +249,7 @@ class _Analyzer:
             parts = parts[1:]
         idx = side.index(parts[0])
         if idx is None:
-            raise _KeyError(_unresolved(".".join(_quote(p) for p in key), where, side.qualified()))
+            raise _KeyError(_unresolved(".".join(display_name(p) for p in key), where, side.qualified()))
         dtype: DataType = side.schema.fields[idx].dataType
         for i, part in enumerate(parts[1:], start=1):
             if isinstance(dtype, StructType):
@@ -302,7 +303,7 @@ class _Analyzer:
                 if i is None and identity_of(f) is not None:
                     continue  # generated for new rows, never updated
                 if i is None:
-                    raise _unresolved(_quote(f.name), where, self.source.qualified())
+                    raise _unresolved(display_name(f.name), where, self.source.qualified())
                 out.append(
                     Action((f.name,), exp.column(scol(i)), vtype=self.source_schema.fields[i].dataType)
                 )

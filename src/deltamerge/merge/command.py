@@ -32,7 +32,7 @@ from deltamerge.errors import (
 from deltamerge.log.actions import Action, AddFile
 from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog, Snapshot
-from deltamerge.merge.analysis import ResolvedMerge, analyze
+from deltamerge.merge.analysis import ResolvedMerge, analyze, display_name
 from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, ActionType, ClauseKind, MergeSpec, check_grammar
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
@@ -50,7 +50,7 @@ from deltamerge.spark.session import (
     setting,
     temporary_settings,
 )
-from deltamerge.spark.types import quote_name, schema_string
+from deltamerge.spark.types import schema_string
 from deltamerge.spark.write import optimized_write_bin_size
 from deltamerge.txn import row_tracking
 from deltamerge.txn.idempotency import writer_option
@@ -358,9 +358,7 @@ def _user_name_of(
         )
         if i >= len(schema.fields):
             return f"__{side}{i}"
-        name = schema.fields[i].name
-        if not name.replace("_", "a").isalnum() or name[:1].isdigit():
-            name = quote_name(name)
+        name = display_name(schema.fields[i].name)
         return f"{alias}.{name}" if alias else name
 
     return name_of

@@ -11,7 +11,7 @@ import functools
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
@@ -273,10 +273,13 @@ def _describe_jobs(spark: SparkSession, description: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def temporary_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+def temporary_settings(
+    spark: SparkSession, settings: Mapping[str, str], *, on_connect: bool = False
+) -> Iterator[None]:
     """Set session settings for the duration of a block and restore (or unset) them after.
-    Classic sessions only: on Connect each setting costs a round trip, so nothing is changed."""
-    if is_connect(spark):
+    Classic sessions only unless ``on_connect`` (settings that change what is written, not only
+    the speed): on Connect each setting costs a round trip."""
+    if is_connect(spark) and not on_connect:
         yield
         return
     conf = spark.conf

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +27,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
-from deltamerge.spark.session import internal_plan, prepare_session
+from deltamerge.spark.session import internal_plan, prepare_session, temporary_settings
 from deltamerge.spark.types import as_nullable, quote_name, to_spark_schema
 
 STAGING_PREFIX = ".dm-staging-"
@@ -161,7 +161,7 @@ def write_parquet(
     if partition_columns:
         writer = writer.partitionBy(*partition_columns)
     try:
-        with _session_settings(spark, settings) if settings else contextlib.nullcontext():
+        with temporary_settings(spark, settings, on_connect=True):
             writer.parquet(staging)
         return _move_into_table(table_root, staging, partition_columns, kind)
     finally:
@@ -181,24 +181,6 @@ def _has_variant(t: DataType) -> bool:
     if isinstance(t, MapType):
         return _has_variant(t.keyType) or _has_variant(t.valueType)
     return False
-
-
-@contextlib.contextmanager
-def _session_settings(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
-    """Set session settings around one write and restore them after (on Connect too: these
-    change the files written, not only the speed)."""
-    conf = spark.conf
-    previous = {key: conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                conf.unset(key)
-            else:
-                conf.set(key, value)
 
 
 def optimized_write_bin_size(
