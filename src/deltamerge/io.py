@@ -38,6 +38,7 @@ from deltamerge.spark.session import (
     quick_replies,
     session_time_zone,
     table_property_defaults,
+    user_properties,
 )
 from deltamerge.spark.types import (
     as_nullable,
@@ -171,6 +172,7 @@ def write(
         raise InvalidArgumentError(f"Unknown save mode {mode!r}; use error, append, overwrite or ignore.")
     spark = df.sparkSession
     quick_replies(spark)
+    properties = user_properties(spark, configuration)  # refused before anything is written
     root = table_root(path)
     parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     log = DeltaLog.for_table(root)
@@ -207,10 +209,7 @@ def write(
             )
         # A new table takes Delta's session defaults; the given properties win.
         conf = table_property_defaults(spark) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
-        for k, v in (configuration or {}).items():
-            conf[k] = (
-                ("true" if v else "false") if isinstance(v, bool) else str(v)
-            )  # as Delta writes booleans
+        conf.update(properties)
         meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
         txn.update_metadata(
             Metadata(

@@ -47,7 +47,7 @@ from deltamerge.predicates import DIALECT, column_parts, to_sql
 from deltamerge.sql_common import FLAGS, TABLE_REF, empty_frame, parse_properties, resolve_table, table_node
 from deltamerge.sql_maintenance import HANDLERS
 from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables
-from deltamerge.table_properties import check_properties, set_properties, unset_properties
+from deltamerge.table_properties import set_properties, unset_properties
 
 __all__ = ["run_statement"]
 
@@ -293,7 +293,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
         location=location,
         schema=schema,
         partition_by=partition_by or [],
-        properties=check_properties(props),
+        properties=props,
         comment=comment,
         data=data,
     )

@@ -13,38 +13,12 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 
 from deltamerge import catalog
-from deltamerge.config import parse_bool
-from deltamerge.errors import AnalysisError, InvalidArgumentError
+from deltamerge.errors import AnalysisError
+from deltamerge.log import table_config
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark.session import conf_getter
+from deltamerge.spark.session import conf_getter, user_properties
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
-
-_BOOLEAN_PROPERTIES = {
-    "delta.appendonly",
-    "delta.enablechangedatafeed",
-    "delta.enabledeletionvectors",
-    "delta.enabletypewidening",
-    "delta.enableincommittimestamps",
-    "delta.enablerowtracking",
-}
-
-
-def check_properties(props: dict[str, str]) -> dict[str, str]:
-    """``props`` with boolean Delta properties normalised to ``true`` / ``false``
-    (``DELTA_INVALID_CONFIGURATION_VALUE`` for anything else)."""
-    out = {}
-    for key, value in props.items():
-        if key.lower() in _BOOLEAN_PROPERTIES:
-            try:
-                value = "true" if parse_bool(value) else "false"
-            except ValueError:
-                raise InvalidArgumentError(
-                    f"{value} is not a valid value for {key}: it must be true or false.",
-                    error_class="DELTA_INVALID_CONFIGURATION_VALUE",
-                ) from None
-        out[key] = value
-    return out
 
 
 def set_properties(spark: SparkSession, path: str, props: dict[str, str]) -> None:
@@ -56,7 +30,7 @@ def set_properties(spark: SparkSession, path: str, props: dict[str, str]) -> Non
             error_class="DELTA_ADD_CONSTRAINTS",
             sql_state="0A000",
         )
-    props = check_properties(props)
+    props = user_properties(spark, props)
     txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
     meta = txn.metadata
     assert meta is not None
@@ -72,6 +46,7 @@ def unset_properties(spark: SparkSession, path: str, keys: list[str], *, if_exis
     meta = txn.metadata
     assert meta is not None
     conf = dict(meta.configuration)
+    keys = [table_config.canonical_key(k) for k in keys]  # as Delta normalises them
     missing = [k for k in keys if k not in conf]
     if missing and not if_exists:
         raise AnalysisError(

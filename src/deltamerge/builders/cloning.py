@@ -30,7 +30,7 @@ from deltamerge.log.actions import AddFile, DeletionVectorDescriptor, Metadata
 from deltamerge.log.paths import absolute_file_path, encode_add_path, is_absolute_path, table_root
 from deltamerge.log.protocol import at_least, reader_features, with_features, writer_features
 from deltamerge.log.snapshot import DeltaLog, Snapshot
-from deltamerge.spark.session import conf_getter
+from deltamerge.spark.session import conf_getter, user_properties
 from deltamerge.spark.write import now_ms
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -88,6 +88,7 @@ def shallow_clone(
     """
     if name is None and location is None:
         raise InvalidArgumentError("CLONE needs a target path or table name.")
+    overrides = user_properties(spark, properties)
     if location is not None and not os.path.isabs(table_root(location)):
         raise InvalidArgumentError(
             f"The target location for CLONE needs to be an absolute path or table name. Use an absolute "
@@ -113,7 +114,6 @@ def shallow_clone(
         _check_target_dir(root, shown)
 
     src_meta = source.metadata
-    overrides = {k: str(v) for k, v in (properties or {}).items()}
     configuration = {**src_meta.configuration, **overrides}
     current = txn.snapshot.metadata if txn.snapshot is not None else None
     modes = [src_meta.configuration] + ([current.configuration] if current is not None else [])

@@ -30,7 +30,7 @@ from deltamerge.identity import validate as validate_identity
 from deltamerge.log.actions import Action, Metadata
 from deltamerge.log.paths import table_root
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark.session import case_sensitive, conf_getter, table_property_defaults
+from deltamerge.spark.session import case_sensitive, conf_getter, table_property_defaults, user_properties
 from deltamerge.spark.types import quote_name, schema_string
 from deltamerge.spark.write import now_ms, optimized_write_bin_size
 from deltamerge.txn.operations import Operation
@@ -116,6 +116,7 @@ def create_table(
     """
     if mode not in _MODES:
         raise InvalidArgumentError(f"Unknown table creation mode {mode!r}; use one of {', '.join(_MODES)}.")
+    properties = user_properties(spark, properties)  # before anything is registered or written
     if name is None and location is None:
         raise AnalysisError(
             "Table name or location has to be specified", error_class="DELTA_ILLEGAL_ARGUMENT"
@@ -165,12 +166,7 @@ def create_table(
     column_defaults.validate(spark, schema)
     validate_identity(schema, parts)
     conf = {} if replacing else table_property_defaults(spark)
-    conf.update(
-        {
-            k: ("true" if v else "false") if isinstance(v, bool) else str(v)
-            for k, v in (properties or {}).items()
-        }
-    )
+    conf.update(properties)
     txn.update_metadata(
         Metadata(
             id="",

@@ -18,7 +18,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.types import StructType
 
-from deltamerge.config import Setting
+from deltamerge.config import SessionConf, Setting
+from deltamerge.log import table_config
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -102,18 +103,30 @@ def conf_getter(spark: SparkSession) -> Callable[[str], str | None]:
     return get
 
 
-_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+def _allow_arbitrary(spark: SparkSession) -> bool:
+    return bool(SessionConf.ALLOW_ARBITRARY_PROPERTIES.get(conf_getter(spark)))
 
 
 def table_property_defaults(spark: SparkSession) -> dict[str, str]:
     """Delta's session defaults for the properties of new tables
-    (``spark.databricks.delta.properties.defaults.<key>`` -> ``delta.<key>``)."""
+    (``spark.databricks.delta.properties.defaults.<key>`` -> ``delta.<key>``), checked as Delta
+    checks them (log/table_config.py)."""
     try:
-        settings = dict(spark.conf.getAll)
+        settings = {str(k): str(v) for k, v in dict(spark.conf.getAll).items()}
     except Exception:
         return {}
-    n = len(_DEFAULTS_PREFIX)
-    return {"delta." + k[n:]: str(v) for k, v in settings.items() if k.startswith(_DEFAULTS_PREFIX)}
+    return table_config.session_defaults(settings, allow_arbitrary=_allow_arbitrary(spark))
+
+
+def user_properties(spark: SparkSession, props: Mapping[str, Any] | None) -> dict[str, str]:
+    """Table properties a user gave (CREATE, SET TBLPROPERTIES, writer options, CLONE), checked and
+    spelled as Delta stores them: ``DELTA_UNKNOWN_CONFIGURATION`` for an unknown ``delta.*`` key
+    unless ``spark.databricks.delta.allowArbitraryProperties.enabled``. Python booleans become
+    ``true`` / ``false``."""
+    given = {
+        k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in (props or {}).items()
+    }
+    return table_config.validate(given, allow_arbitrary=_allow_arbitrary(spark)) if given else {}
 
 
 def setting(spark: SparkSession, s: Setting):  # type: ignore[no-untyped-def]
@@ -353,7 +366,6 @@ def idempotent_skip(spark: SparkSession, txn: Any, options: Any = None) -> bool:
     record them. Writer ``options`` win over the session settings; with
     ``spark.databricks.delta.write.txnVersion.autoReset.enabled`` a version taken from the session
     is unset once used, so a forgotten setting cannot skip the next batch's writes."""
-    from deltamerge.config import SessionConf
     from deltamerge.txn.idempotency import idempotency
 
     get = conf_getter(spark)
