@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from deltamerge import catalog
 from deltamerge.errors import (
+    AnalysisError,
     ParseError,
     TableNotFoundError,
     UnsupportedOperationError,
@@ -355,6 +356,34 @@ def _refresh_named(spark: SparkSession, text: str) -> None:
             catalog.refresh_view(spark, t.name)
 
 
+def _delta_by_default(spark: SparkSession, text: str) -> bool:
+    """Whether a CREATE TABLE without ``USING`` makes a Delta table: Spark gives such a table the
+    format ``spark.sql.sources.default`` names (``delta`` on Databricks). A ``delta.`path``` target
+    with another default would be a table ``/path`` in a schema ``delta``: refused with what to do."""
+    try:
+        statement = sqlglot.parse_one(text, read=DIALECT)
+    except Exception:
+        return False  # Spark reports it
+    props = statement.args.get("properties")
+    given = props.expressions if props is not None else []
+    if any(isinstance(p, (exp.FileFormatProperty, exp.RowFormatSerdeProperty)) for p in given):
+        return False  # USING / STORED AS another format: Spark's table
+    if str(spark.conf.get("spark.sql.sources.default", "parquet") or "").lower() == "delta":
+        return True
+    target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+    db = target.args.get("db") if isinstance(target, exp.Table) else None
+    if db is not None and db.name.lower() == "delta" and target.args.get("catalog") is None:
+        raise AnalysisError(
+            f"The schema `delta` cannot be found: {to_sql(target)} names a Delta table by its path, "
+            "but without USING the table would take Spark's default format "
+            f"({spark.conf.get('spark.sql.sources.default', 'parquet')}). Add USING delta (or set "
+            "spark.sql.sources.default to delta).",
+            error_class="SCHEMA_NOT_FOUND",
+            sql_state="42704",
+        )
+    return False
+
+
 _HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], DataFrame | None]]] = [
     *HANDLERS,
     (_ALTER, _alter),
@@ -383,7 +412,7 @@ def run_statement(spark: SparkSession, text: str) -> DataFrame:
         if result is not None:
             return result
     create = _CREATE.match(body)
-    if create is not None and _USING_DELTA.search(body):
+    if create is not None and (_USING_DELTA.search(body) or _delta_by_default(spark, body)):
         return _create(spark, body, create.group("head"))
     if _TABLE_CHANGES.search(body):
         return _table_changes(spark, body)

@@ -3,6 +3,8 @@ SET/UNSET TBLPROPERTIES, DESCRIBE HISTORY/DETAIL, VACUUM, RESTORE, OPTIMIZE and 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from deltalake import DeltaTable as RsTable
 
@@ -162,6 +164,26 @@ def test_create_table_as_select_and_replace(spark, tmp_path):
     # Other statements still go to Spark.
     _sql(spark, "CREATE OR REPLACE TEMPORARY VIEW passthrough_view AS SELECT 1 AS one")
     assert _sql(spark, "SELECT one FROM passthrough_view").collect()[0]["one"] == 1
+
+
+def test_create_without_using_follows_the_default_source(spark, tmp_path):
+    """Without USING, CREATE TABLE makes a table of spark.sql.sources.default: a Delta table when that
+    is delta (as on Databricks); a delta.`path` target otherwise says to add USING delta."""
+    path, named = str(tmp_path / "d"), str(tmp_path / "named")
+    for text in (f"CREATE TABLE delta.`{path}` AS SELECT 1 AS id", f"CREATE TABLE delta.`{path}` (id INT)"):
+        with pytest.raises(DeltaMergeError, match=r"SCHEMA_NOT_FOUND.*Add USING delta"):
+            _sql(spark, text)
+    assert not os.path.exists(path)
+    spark.conf.set("spark.sql.sources.default", "delta")
+    try:
+        _sql(spark, f"CREATE TABLE delta.`{path}` AS SELECT 1 AS id")
+        _sql(spark, f"CREATE TABLE no_using (id INT, s STRING) LOCATION '{named}'")
+        _sql(spark, "INSERT INTO no_using VALUES (7, 'x')")
+    finally:
+        spark.conf.unset("spark.sql.sources.default")
+        deltamerge.unregister_table(spark, "no_using")
+    assert [tuple(r) for r in deltamerge.read(spark, path).collect()] == [(1,)]
+    assert [tuple(r) for r in deltamerge.read(spark, named).collect()] == [(7, "x")]
 
 
 def test_insert_into_and_overwrite(spark, people):
