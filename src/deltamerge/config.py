@@ -132,6 +132,8 @@ class TableProperties:
     STRING_PREFIX_LENGTH = _table("delta.dataSkippingStringPrefixLength", 32, int)
     TARGET_FILE_SIZE = _table("delta.targetFileSize", 128 * 1024 * 1024, parse_bytes)
     OPTIMIZE_WRITE: Setting[bool | None] = _table("delta.autoOptimize.optimizeWrite", None, parse_bool)
+    AUTO_COMPACT: Setting[bool | None] = _table("delta.autoOptimize.autoCompact", None, parse_bool)
+    AUTO_OPTIMIZE: Setting[bool | None] = _table("delta.autoOptimize", None, parse_bool)  # legacy: both
 
 
 class SessionConf:
@@ -213,6 +215,16 @@ class SessionConf:
     # Optimized writes (Delta's DeltaOptimizedWriterExec): unset defers to the table property.
     OPTIMIZE_WRITE: Setting[bool | None] = _session("optimizeWrite.enabled", None, parse_bool)
     OPTIMIZE_WRITE_BIN_SIZE = _session("optimizeWrite.binSize", 512 << 20, parse_mib)
+    # Auto compaction (Delta's AutoCompact hook): unset defers to the table property.
+    AUTO_COMPACT: Setting[bool | None] = _session("autoCompact.enabled", None, parse_bool)
+    AUTO_COMPACT_MAX_FILE_SIZE = _session("autoCompact.maxFileSize", 128 << 20, parse_bytes)
+    # Unset: half of autoCompact.maxFileSize.
+    AUTO_COMPACT_MIN_FILE_SIZE: Setting[int | None] = _session("autoCompact.minFileSize", None, parse_bytes)
+    AUTO_COMPACT_MIN_NUM_FILES = _session("autoCompact.minNumFiles", 50, int)
+    AUTO_COMPACT_MODIFIED_PARTITIONS_ONLY = _session(
+        "autoCompact.modifiedPartitionsOnly.enabled", True, parse_bool
+    )
+    AUTO_COMPACT_NON_BLIND_APPEND = _session("autoCompact.nonBlindAppend.enabled", False, parse_bool)
     ZORDER_STATS_CHECK = _session("optimize.zorder.checkStatsCollection.enabled", True, parse_bool)
     # Delta's multi-dimensional clustering (Z-order) settings live under Databricks' io.skipping keys.
     MDC_RANGE_ID_MAX = Setting("spark.databricks.io.skipping.mdc.rangeId.max", 1000, int)

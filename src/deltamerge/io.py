@@ -148,6 +148,12 @@ def _safe_cast(src, dst) -> bool:  # type: ignore[no-untyped-def]
 
 
 @internal_plan
+def _auto_compaction(spark: SparkSession, txn: OptimisticTransaction) -> None:
+    from deltamerge.builders import auto_compaction  # the builders import this module
+
+    auto_compaction.register(spark, txn)
+
+
 def write(
     df: DataFrame,
     path: str,
@@ -177,6 +183,7 @@ def write(
     parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     log = DeltaLog.for_table(root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
+    _auto_compaction(spark, txn)
     exists = not txn.is_new_table
     if exists and key in ("error", "errorifexists"):
         raise TableAlreadyExistsError(

@@ -37,7 +37,7 @@ from deltamerge.log.column_mapping import physical_schema
 from deltamerge.log.paths import absolute_file_path
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter, internal_plan
-from deltamerge.spark.types import to_spark_schema
+from deltamerge.spark.types import quote_name, to_spark_schema
 from deltamerge.spark.write import now_ms
 from deltamerge.stats.footer import column_paths, file_has_extra_columns
 from deltamerge.txn import row_tracking
@@ -138,6 +138,43 @@ def _purge_selection(
     return with_dv + _with_dropped_columns(table_root, schema, rest, hidden)
 
 
+PartitionKey = tuple[tuple[str, Any], ...]
+
+
+def partition_key(f: AddFile) -> PartitionKey:
+    """A file's partition values as a hashable key."""
+    return tuple(sorted(f.partition_values.items()))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+@dataclass(frozen=True)
+class AutoCompaction:
+    """What an auto compaction compacts: the files below ``min_file_size`` (or with many deleted
+    rows) of ``partitions`` (None: every partition), binned up to ``max_file_size``."""
+
+    partitions: frozenset[PartitionKey] | None
+    min_file_size: int
+    max_file_size: int
+
+    def predicate(self, partition_columns: Sequence[str]) -> str:
+        """The partitions as the SQL predicate Delta records in the commit's parameters."""
+
+        def one(key: PartitionKey) -> str:
+            values = dict(key)
+
+            def term(c: str) -> str:
+                v = values.get(c)
+                return f"({quote_name(c)} IS NULL)" if v is None else f"({quote_name(c)} = '{_escape(v)}')"
+
+            terms = [term(c) for c in partition_columns]
+            return " AND ".join(terms) or "true"
+
+        return " OR ".join(f"({one(k)})" for k in sorted(self.partitions or (), key=str)) or "true"
+
+
 @internal_plan
 def optimize(
     spark: SparkSession,
@@ -146,10 +183,12 @@ def optimize(
     *,
     purge: bool = False,
     zorder_by: Sequence[str] = (),
+    auto: AutoCompaction | None = None,
 ) -> DataFrame:
     """Compact small files (OPTIMIZE [WHERE partition_filter]), Z-order every file of each selected
     partition (``zorder_by``: OPTIMIZE ... ZORDER BY), or with ``purge`` rewrite the files REORG
-    TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta."""
+    TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta. ``auto`` makes it an auto
+    compaction: its partitions and file sizes, committed with ``auto`` = true."""
     from deltamerge.dml import matching_partitions, predicate_parameter
     from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
 
@@ -193,6 +232,8 @@ def optimize(
     cond = _partition_predicate(spark, snapshot, partition_filters)
     keep = matching_partitions(spark, snapshot, cond)
     candidates = [f for f in snapshot.files if keep(f)]
+    if auto is not None and auto.partitions is not None:
+        candidates = [f for f in candidates if partition_key(f) in auto.partitions]
     if clustered and not purge:
         # deltamerge does not cluster: it compacts only files no clustering implementation wrote
         # (the protocol reserves those for their implementation).
@@ -203,6 +244,8 @@ def optimize(
         TableProperties.TARGET_FILE_SIZE, default=SessionConf.OPTIMIZE_MAX_FILE_SIZE.get(get)
     ).get(conf)
     min_size = min(SessionConf.OPTIMIZE_MIN_FILE_SIZE.get(get), max_size)
+    if auto is not None:
+        max_size, min_size = auto.max_file_size, auto.min_file_size
     ratio = SessionConf.OPTIMIZE_MAX_DELETED_ROWS_RATIO.get(get)
 
     def worth_it(f: AddFile) -> bool:
@@ -219,7 +262,7 @@ def optimize(
         selected = [f for f in candidates if worth_it(f)]
     groups: dict[tuple[tuple[str, Any], ...], list[AddFile]] = {}
     for f in selected:
-        groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+        groups.setdefault(partition_key(f), []).append(f)
     if zorder is not None:
         jobs = list(groups.items())
     else:
@@ -285,10 +328,12 @@ def optimize(
             "numDeletionVectorsRemoved": len(dvs),
         }
         predicate = predicate_parameter(cond) if cond is not None else []
+        if auto is not None and auto.partitions is not None:
+            predicate = [auto.predicate(snapshot.metadata.partition_columns)]
         params: dict[str, Any] = (
             {"predicate": predicate, "applyPurge": True}
             if purge
-            else {"predicate": predicate, "zOrderBy": list(zorder_by), "auto": False}
+            else {"predicate": predicate, "zOrderBy": list(zorder_by), "auto": auto is not None}
         )
         txn.add_read_files(removed_files)
         try:

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from deltamerge import catalog, column_defaults
+from deltamerge.builders import auto_compaction
 from deltamerge.builders.common import discard, write_data
 from deltamerge.errors import (
     AnalysisError,
@@ -126,6 +127,7 @@ def create_table(
     shown = f"`{name}`" if name else f"delta.`{root}`"
     log = DeltaLog.for_table(root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
+    auto_compaction.register(spark, txn)  # compacts only if the commit writes data
     exists = not txn.is_new_table
     replacing = mode in ("replace", "createOrReplace") and exists
     if exists and mode == "createIfNotExists":

@@ -136,6 +136,9 @@ def prepare(
     check_grammar(spec.clauses)
     log = DeltaLog.for_table(table_root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
+    from deltamerge.builders import auto_compaction  # Delta's AutoCompact hook, as for any write
+
+    auto_compaction.register(spark, txn)
     snapshot = _snapshot(txn, table_root)
     _check_widening_unchanged(spec, snapshot, table_root)
     from deltamerge.spark.types import to_spark_schema

@@ -81,6 +81,8 @@ from deltamerge.txn.operations import DEFAULT_ENGINE_INFO, Operation, build_comm
 
 logger = logging.getLogger(__name__)
 
+PostCommitHook = Callable[[int, Sequence[Action], Metadata], None]
+
 #: Crash-test hook (tests/reliability): ``DELTAMERGE_FAULT=<point>`` in a writer's environment makes
 #: :func:`_fault` SIGKILL that process at the named point. Read once at import; unset, every
 #: ``_fault(...)`` call is a single comparison.
@@ -141,6 +143,7 @@ class OptimisticTransaction:
         self._read_whole_table = False
         self._read_app_ids: set[str] = set()
         self._app_txns: dict[str, SetTransaction] = {}
+        self._post_commit_hooks: list[PostCommitHook] = []
         self.committed_version: int | None = None
 
     # --- state -----------------------------------------------------------------------------------
@@ -467,7 +470,18 @@ class OptimisticTransaction:
         self._post_commit(version, metadata)
         if manifest.manifest_enabled(metadata) and any(isinstance(a, _FILE_ACTIONS) for a in actions):
             self._update_manifests(version, actions)
+        for hook in self._post_commit_hooks:
+            try:
+                hook(version, actions, metadata)
+            except Exception:  # as Delta's hooks by default: the commit stands, the failure is logged
+                logger.warning("A post-commit hook failed after version %d", version, exc_info=True)
         return version
+
+    def register_post_commit_hook(self, hook: PostCommitHook) -> None:
+        """Run ``hook(version, actions, metadata)`` once this transaction's commit has landed (Delta's
+        ``registerPostCommitHook``). A failing hook is logged; it never fails the commit."""
+        if hook not in self._post_commit_hooks:
+            self._post_commit_hooks.append(hook)
 
     def _max_attempts(self) -> int:
         return max(1, SessionConf.MAX_COMMIT_ATTEMPTS.get(self._conf))
