@@ -654,3 +654,24 @@ def test_shallow_clone(connect_spark, path):
     assert out.collect()[0]["source_num_of_files"] == len(snapshot_for(path).files)
     clone.delete("v = 0")
     assert len(_rows(deltamerge.read(spark, path))) == 6
+
+
+def test_table_properties_checked_and_auto_compaction(connect_spark, path):
+    spark = connect_spark
+    from deltamerge.errors import DeltaMergeError
+
+    with pytest.raises(DeltaMergeError, match="DELTA_UNKNOWN_CONFIGURATION"):
+        _target(spark, path, props={"delta.autoOptimize.autoCompactt": "true"})
+    assert not os.path.exists(path)
+    _target(spark, path, n=2, props={"DELTA.autoOptimize.AUTOCOMPACT": "true"})
+    assert snapshot_for(path).metadata.configuration["delta.autoOptimize.autoCompact"] == "true"
+    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")
+    try:
+        for i in (3, 4):
+            deltamerge.write(spark.createDataFrame([(i, i, "new")], SCHEMA), path, mode="append")
+    finally:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
+    history = DeltaTable.forPath(spark, path).history().collect()
+    auto = [r for r in history if r["operation"] == "OPTIMIZE"]
+    assert auto and all(r["operationParameters"]["auto"] == "true" for r in auto)
+    assert len(snapshot_for(path).files) < 3 and len(_rows(deltamerge.read(spark, path))) == 4
