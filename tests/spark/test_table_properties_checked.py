@@ -110,3 +110,21 @@ def test_session_defaults_and_the_escape_hatch(spark, tmp_path):
     # a property already in the log is never checked again: the table stays writable
     deltamerge.write(spark.range(1, 2), str(tmp_path / "b"), mode="append")
     assert deltamerge.read(spark, str(tmp_path / "b")).count() == 2
+
+
+def test_stats_columns_are_checked_against_the_schema(spark, tmp_path):
+    path = str(tmp_path / "t")
+    columns = "id INT, s STRUCT<x: INT, b: BOOLEAN>, p STRING"
+    create = f"CREATE TABLE delta.`{path}` ({columns}) USING delta PARTITIONED BY (p)"
+    with pytest.raises(DeltaMergeError, match="DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_PARTITIONED_COLUMN"):
+        _sql(spark, create + " TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 'id, p')")
+    assert not os.path.exists(path)
+    _sql(spark, create + " TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 's')")
+    with pytest.raises(DeltaMergeError, match="DELTA_COLUMN_NOT_FOUND_IN_SCHEMA"):
+        _sql(
+            spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 'ids')"
+        )
+    _sql(
+        spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 'id, s.x')"
+    )
+    assert snapshot_for(path).metadata.configuration["delta.dataSkippingStatsColumns"] == "id, s.x"

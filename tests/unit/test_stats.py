@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deltamerge.errors import DeltaMergeError
 from deltamerge.stats import (
     FileStats,
     parse_stats,
@@ -25,6 +26,7 @@ from deltamerge.stats import (
     truncate_max_string,
     truncate_min_string,
 )
+from deltamerge.stats.schema import check_stats_columns
 
 UTC = dt.timezone.utc
 
@@ -328,6 +330,39 @@ def test_stats_columns_property() -> None:
         schema, [], {"delta.dataSkippingStatsColumns": "st", "delta.dataSkippingNumIndexedCols": "1"}
     )
     assert [c.logical_path for c in cols] == [("st", "x"), ("st", "y.z")]
+
+
+@pytest.mark.parametrize(
+    "listed, error",
+    [
+        ("d, ST.`y.z`, `b.c`, st.flag", None),  # a struct's non-skipping leaves pass
+        ("st", None),
+        ("a, A", None),  # Delta compares the names as written
+        ("p", "DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_PARTITIONED_COLUMN"),
+        ("nope", "DELTA_COLUMN_NOT_FOUND_IN_SCHEMA"),
+        ("st.nope", "DELTA_COLUMN_NOT_FOUND_IN_SCHEMA"),
+        ("a.x", "DELTA_COLUMN_PATH_NOT_NESTED"),
+        ("flag", "DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_TYPE"),
+        ("arr", "DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_TYPE"),
+        ("d, st, st.x", "DELTA_DUPLICATE_DATA_SKIPPING_COLUMNS"),
+    ],
+)
+def test_stats_columns_are_checked_against_the_schema(listed: str, error: str | None) -> None:
+    schema = _schema(
+        _f("a", "integer"),
+        _f("st", {"type": "struct", "fields": [_f("x", "long"), _f("y.z", "long"), _f("flag", "boolean")]}),
+        _f("b.c", "decimal(10,2)"),
+        _f("d", "timestamp_ntz"),
+        _f("flag", "boolean"),
+        _f("arr", {"type": "array", "elementType": "integer", "containsNull": True}),
+        _f("p", "string"),
+    )
+    conf = {"delta.dataSkippingStatsColumns": listed}
+    if error is None:
+        check_stats_columns(schema, ["p"], conf)
+    else:
+        with pytest.raises(DeltaMergeError, match=error):
+            check_stats_columns(schema, ["p"], conf)
 
 
 def test_stats_columns_in_file_with_dotted_names(tmp_path: Path) -> None:

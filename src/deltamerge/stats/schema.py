@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltamerge.config import TableProperties
+from deltamerge.errors import AnalysisError, InvalidArgumentError
 
 INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "long"})
 FLOAT_TYPES = frozenset({"float", "double"})
@@ -125,3 +126,86 @@ def stats_columns(
         ]
     n = TableProperties.NUM_INDEXED_COLS.get(configuration)
     return leaves if n < 0 else leaves[:n]
+
+
+_SKIPPING_TYPES = MINMAX_TYPES  # decimals too (matched by prefix)
+
+
+def _quoted(part: str) -> str:
+    return part if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part) else "`" + part.replace("`", "``") + "`"
+
+
+def _eligible(type_json: Any) -> bool:
+    return isinstance(type_json, str) and (
+        type_json in _SKIPPING_TYPES or decimal_scale(type_json) is not None
+    )
+
+
+def check_stats_columns(
+    schema: Mapping[str, Any], partition_columns: Sequence[str], configuration: Mapping[str, str]
+) -> None:
+    """Delta's ``validateDeltaStatsColumns`` for ``delta.dataSkippingStatsColumns``: every listed
+    column exists (``DELTA_COLUMN_NOT_FOUND_IN_SCHEMA``), is not a partition column, has a type
+    statistics can skip on (a struct's leaves always pass), and is listed once."""
+    listed = TableProperties.STATS_COLUMNS.get(configuration).strip()
+    if not listed:
+        return
+    parts = {p.lower() for p in partition_columns}
+    data = [f for f in schema.get("fields", ()) if str(f["name"]).lower() not in parts]
+    seen: list[str] = []
+
+    def visit(name: str, type_json: Any, inside_struct: bool) -> None:
+        if isinstance(type_json, dict) and type_json.get("type") == "struct":
+            for f in type_json.get("fields", ()):
+                visit(f"{name}.{_quoted(str(f['name']))}", f["type"], True)
+        elif _eligible(type_json) or inside_struct:  # a struct's other leaves only lack min/max
+            seen.append(name)
+        else:
+            shown = type_json if isinstance(type_json, str) else type_json.get("type")
+            raise InvalidArgumentError(
+                f"Data skipping is not supported for column '{name}' of type {shown}: remove it from "
+                "delta.dataSkippingStatsColumns.",
+                error_class="DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_TYPE",
+                sql_state="0AKDC",
+            )
+
+    for path in _split_column_list(listed):
+        shown = ".".join(_quoted(p) for p in path)
+        if len(path) == 1 and path[0].lower() in parts:
+            raise InvalidArgumentError(
+                f"Data skipping is not supported for partition column '{shown}': partition values "
+                "already skip files. Remove it from delta.dataSkippingStatsColumns.",
+                error_class="DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_PARTITIONED_COLUMN",
+                sql_state="0AKDC",
+            )
+        fields: Sequence[Mapping[str, Any]] = data
+        type_json: Any = None
+        for i, step in enumerate(path):
+            found = next((f for f in fields if str(f["name"]).lower() == step.lower()), None)
+            if found is None:
+                raise AnalysisError(
+                    f"Couldn't find column {shown} of delta.dataSkippingStatsColumns in the table's "
+                    "data columns: list existing columns only.",
+                    error_class="DELTA_COLUMN_NOT_FOUND_IN_SCHEMA",
+                    sql_state="42703",
+                )
+            type_json = found["type"]
+            if i < len(path) - 1:
+                if not (isinstance(type_json, dict) and type_json.get("type") == "struct"):
+                    raise AnalysisError(
+                        f"Expected {'.'.join(_quoted(p) for p in path[: i + 1])} to be a struct in "
+                        f"delta.dataSkippingStatsColumns ({shown}), but it is not: only struct fields "
+                        "can be named with dots.",
+                        error_class="DELTA_COLUMN_PATH_NOT_NESTED",
+                        sql_state="42704",
+                    )
+                fields = type_json.get("fields", ())
+        visit(shown, type_json, len(path) > 1)
+    repeated = sorted({n for n in seen if seen.count(n) > 1})
+    if repeated:
+        raise InvalidArgumentError(
+            f"Duplicated data skipping columns found: {', '.join(repeated)}. List each column once in "
+            "delta.dataSkippingStatsColumns.",
+            error_class="DELTA_DUPLICATE_DATA_SKIPPING_COLUMNS",
+            sql_state="42701",
+        )

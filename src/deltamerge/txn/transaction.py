@@ -65,6 +65,7 @@ from deltamerge.log.protocol import (
     writer_features,
 )
 from deltamerge.log.snapshot import DeltaLog, Snapshot
+from deltamerge.stats.schema import check_stats_columns
 from deltamerge.txn import manifest, row_tracking
 from deltamerge.txn.conflicts import (
     ISOLATION_LEVELS,
@@ -224,6 +225,7 @@ class OptimisticTransaction:
                 f"Partition column(s) {missing} are not in the table schema. Partition by existing columns."
             )
         paths.check_partition_column_types(metadata.schema, metadata.partition_columns)
+        check_stats_columns(metadata.schema, metadata.partition_columns, metadata.configuration)
         if SessionConf.PROPERTY_CONSTRAINTS_CHECK.get(self._conf):
             manifest.check_properties(metadata, self.snapshot)
         self._new_metadata = metadata
