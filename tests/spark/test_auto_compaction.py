@@ -3,7 +3,6 @@ compacted in an OPTIMIZE commit with auto = true once they hold autoCompact.minN
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import pytest
@@ -13,22 +12,18 @@ import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.builders import compaction
 from deltamerge.io import snapshot_for
+from deltamerge.spark.session import temporary_settings
 
 pytestmark = pytest.mark.spark
 
 PREFIX = "spark.databricks.delta.autoCompact."
 
 
-@contextlib.contextmanager
 def _settings(spark, **values):
+    """Delta's autoCompact.* settings for a block (``nonBlindAppend_enabled`` is
+    ``autoCompact.nonBlindAppend.enabled``)."""
     keys = {PREFIX + k.replace("_", "."): str(v) for k, v in values.items()}
-    for k, v in keys.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k in keys:
-            spark.conf.unset(k)
+    return temporary_settings(spark, keys, on_connect=True)
 
 
 def _append(spark, path, rows, **kwargs):
