@@ -342,6 +342,13 @@ def test_format_delta_reads_and_writes(connect_spark, tmp_path):
             if location:
                 shutil.rmtree(location, ignore_errors=True)
 
+        # spark.sql runs Delta statements (through deltamerge.sql), as with delta-spark's extension
+        ids = _rows(spark.sql(f"SELECT id FROM delta.`{path}`"))
+        spark.sql(f"DELETE FROM delta.`{path}` WHERE id = :id", args={"id": ids[-1][0]})
+        assert _rows(spark.sql(f"SELECT id FROM delta.`{path}`")) == ids[:-1]
+        assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "DELETE"
+        assert spark.sql("SELECT 2 AS two").collect()[0]["two"] == 2
+
         other = str(tmp_path / "plain")
         spark.range(3).write.format("parquet").save(other)  # other formats are untouched
         assert spark.read.format("parquet").load(other).count() == 3

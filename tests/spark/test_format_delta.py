@@ -408,3 +408,54 @@ def test_other_formats_untouched_and_configure_is_reversible(spark, tmp_path):
     assert not getattr(DataFrameReader.load, "__deltamerge_wrapped__", False)
     assert not deltamerge.configure.is_configured()
     deltamerge.configure(spark)  # the module fixture's state for the remaining tests
+
+
+def test_spark_sql_runs_delta_statements(dspark, base, tmp_path):
+    """After configure, plain spark.sql runs MERGE and the other Delta statements (as with
+    delta-spark's extension); other statements are Spark's own."""
+    spark = dspark
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT, v STRING, p STRING) USING delta")
+    base.createOrReplaceTempView("sql_src")
+    out = spark.sql(
+        f"""MERGE INTO delta.`{path}` t USING sql_src s ON t.id = s.id
+            WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"""
+    ).collect()[0]
+    assert tuple(out) == (3, 0, 0, 3)
+    spark.sql(f"UPDATE delta.`{path}` SET v = upper(v) WHERE id = :id", args={"id": 2})
+    spark.sql(f"/* a comment */ DELETE FROM delta.`{path}` WHERE id = 3")
+    assert _rows(spark.sql(f"SELECT * FROM delta.`{path}` WHERE p = {{p}}", p="x")) == [(1, "a", "x")]
+    old = spark.sql(f"SELECT id, v FROM delta.`{path}` VERSION AS OF 1")
+    assert _rows(old) == [(1, "a"), (2, "b"), (3, "c")]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    assert [r["operation"] for r in history][:3] == ["DELETE", "UPDATE", "MERGE"]
+    assert spark.sql("SELECT 1 AS one").collect()[0]["one"] == 1  # Spark's own
+    deltamerge.unconfigure()
+    try:
+        with pytest.raises(Exception) as e:  # Spark alone cannot MERGE into a path
+            spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 1").collect()
+        assert not isinstance(e.value, deltamerge.errors.DeltaMergeError)
+    finally:
+        deltamerge.configure(spark)
+
+
+def test_which_statements_spark_sql_sends_to_deltamerge():
+    from deltamerge.configure.sql import delta_statement
+
+    for text in (
+        "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        "  -- note\n update t set a = 1",
+        "WITH s AS (SELECT 1) MERGE INTO t USING s ON true WHEN MATCHED THEN DELETE",
+        "CREATE TABLE t (a INT) USING DELTA",
+        "CREATE OR REPLACE TABLE c SHALLOW CLONE t",
+        "describe history t",
+        "SELECT * FROM delta.`/tmp/x`",
+        "SELECT * FROM table_changes('t', 1)",
+        "VACUUM t RETAIN 200 HOURS",
+    ):
+        assert delta_statement(text), text
+    spark_own = ("SELECT 1", "CREATE TEMP VIEW v AS SELECT 1", "DESCRIBE TABLE t", "SHOW TABLES", "(SELECT)")
+    for text in spark_own:
+        assert not delta_statement(text), text
+    assert delta_statement("CREATE TABLE t (a INT)", lambda: "delta")
+    assert not delta_statement("CREATE TABLE t (a INT)", lambda: "parquet")

@@ -3,8 +3,9 @@
 PySpark has no JVM ``delta`` data source here (no Delta jars), so the Python side intercepts:
 ``configure`` wraps ``load``/``table`` of ``DataFrameReader``, ``save``/``saveAsTable``/``insertInto``
 of ``DataFrameWriter``, the actions of ``DataFrameWriterV2`` (``df.writeTo``: ``configure/writes_v2.py``)
-and Spark 4's ``DataFrame.mergeInto`` (``configure/merge_into.py``), for classic PySpark and for
-Spark Connect. When the chosen format is
+Spark 4's ``DataFrame.mergeInto`` (``configure/merge_into.py``) and ``spark.sql`` for Delta
+statements (``configure/sql.py``: ``spark.sql("MERGE INTO ...")`` runs ``deltamerge.sql``), for
+classic PySpark and for Spark Connect. When the chosen format is
 ``delta`` (case-insensitive, or ``spark.sql.sources.default`` is ``delta`` and no format was
 chosen) they call deltamerge; any other format goes to PySpark's own method untouched.
 
@@ -127,8 +128,10 @@ def is_configured() -> bool:
 def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]]:
     from pyspark.sql import readwriter as classic
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+    from pyspark.sql.session import SparkSession as ClassicSession
 
     from deltamerge.configure.merge_into import wrap_merge_into
+    from deltamerge.configure.sql import wrap_sql
     from deltamerge.configure.writes_v2 import V2_ACTIONS, V2_MIRRORS
 
     targets: list[tuple[type, dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]] = [
@@ -158,10 +161,12 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
         ),
         (ClassicDataFrame, {"mergeInto": wrap_merge_into}),
         (classic.DataFrameWriterV2, {**V2_MIRRORS, **V2_ACTIONS}),
+        (ClassicSession, {"sql": wrap_sql}),
     ]
     try:
         from pyspark.sql.connect import readwriter as connect
         from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError:  # pyspark without the connect extra: classic only
         return targets
     targets += [
@@ -172,6 +177,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
         ),
         (ConnectDataFrame, {"mergeInto": wrap_merge_into}),
         (connect.DataFrameWriterV2, dict(V2_ACTIONS)),
+        (ConnectSession, {"sql": wrap_sql}),
     ]
     return targets
 

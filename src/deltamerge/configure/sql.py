@@ -1,0 +1,90 @@
+"""``spark.sql`` for Delta statements after ``deltamerge.configure(spark)``.
+
+delta-spark users run ``spark.sql("MERGE INTO ...")``; without Delta's JVM extension Spark cannot.
+The wrapper sends the statements deltamerge implements (MERGE, UPDATE, DELETE, INSERT, ALTER,
+CREATE ... USING delta, DESCRIBE HISTORY, VACUUM, RESTORE, OPTIMIZE, ...; any text naming
+``delta.`/path``` or ``table_changes``) to ``deltamerge.sql``, which hands what is not a Delta
+statement back to Spark; everything else goes straight to PySpark's own method.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["delta_statement", "wrap_sql"]
+
+_LEADING = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(?P<word>[A-Za-z]+)", re.DOTALL)
+# Statements only Delta (or deltamerge, which falls back to Spark for other tables) runs here.
+_DELTA_WORDS = frozenset(
+    {
+        "MERGE",
+        "UPDATE",
+        "DELETE",
+        "INSERT",
+        "ALTER",
+        "WITH",
+        "EXPLAIN",
+        "VACUUM",
+        "RESTORE",
+        "OPTIMIZE",
+        "REORG",
+    }
+    | {"GENERATE", "CONVERT"}
+)
+_CREATE_DELTA = re.compile(r"\bUSING\s+delta\b|\bSHALLOW\s+CLONE\b", re.IGNORECASE)
+_DESCRIBE_DELTA = re.compile(r"DESC(?:RIBE)?\s+(?:HISTORY|DETAIL)\b", re.IGNORECASE)
+_DELTA_NAMES = re.compile(r"\bdelta\s*\.\s*`|\btable_changes(?:_by_path)?\s*\(", re.IGNORECASE)
+
+_STATE = threading.local()
+
+
+def delta_statement(text: str, default_source: Callable[[], str | None] = lambda: None) -> bool:
+    """Whether ``text`` may be a statement deltamerge runs (``default_source()``:
+    ``spark.sql.sources.default``, asked only for a CREATE TABLE without USING)."""
+    if _DELTA_NAMES.search(text):
+        return True
+    m = _LEADING.match(text)
+    if m is None:
+        return False
+    word = m.group("word").upper()
+    rest = text[m.start("word") :]
+    if word in _DELTA_WORDS:
+        return True
+    if word in ("CREATE", "REPLACE"):
+        if _CREATE_DELTA.search(text):
+            return True
+        table = re.match(r"(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE\b", rest, re.IGNORECASE)
+        return table is not None and str(default_source() or "").lower() == "delta"
+    return word in ("DESC", "DESCRIBE") and _DESCRIBE_DELTA.match(rest) is not None
+
+
+@contextmanager
+def _inside() -> Iterator[None]:
+    # deltamerge.sql calls spark.sql for what it does not run itself: those calls go to Spark.
+    _STATE.depth = getattr(_STATE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _STATE.depth -= 1
+
+
+def wrap_sql(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``SparkSession.sql`` that runs Delta statements through ``deltamerge.sql``."""
+
+    @functools.wraps(original)
+    def sql(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:
+        if getattr(_STATE, "depth", 0) or not isinstance(sqlQuery, str):
+            return original(self, sqlQuery, args, **kwargs)
+        if not delta_statement(sqlQuery, lambda: self.conf.get("spark.sql.sources.default", None)):
+            return original(self, sqlQuery, args, **kwargs)
+        import deltamerge
+
+        with _inside():
+            return deltamerge.sql(self, sqlQuery, args, **kwargs)
+
+    return sql
