@@ -430,6 +430,14 @@ def test_spark_sql_runs_delta_statements(dspark, base, tmp_path):
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
     assert [r["operation"] for r in history][:3] == ["DELETE", "UPDATE", "MERGE"]
     assert spark.sql("SELECT 1 AS one").collect()[0]["one"] == 1  # Spark's own
+    deltamerge.register_table(spark, "sql_named", path)
+    try:
+        spark.sql("INSERT INTO sql_named VALUES (9, 'z', 'y')")  # a registered name: deltamerge's
+        spark.sql("ALTER TABLE sql_named SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
+        assert _rows(spark.sql("SELECT id FROM sql_named")) == [(1,), (2,), (9,)]
+        assert snapshot_for(path).metadata.configuration["delta.appendOnly"] == "true"
+    finally:
+        deltamerge.unregister_table(spark, "sql_named")
     deltamerge.unconfigure()
     try:
         with pytest.raises(Exception) as e:  # Spark alone cannot MERGE into a path
@@ -452,9 +460,15 @@ def test_which_statements_spark_sql_sends_to_deltamerge():
         "SELECT * FROM delta.`/tmp/x`",
         "SELECT * FROM table_changes('t', 1)",
         "VACUUM t RETAIN 200 HOURS",
+        "EXPLAIN MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        "WITH s AS (SELECT 1 AS id) INSERT INTO delta.`/tmp/x` SELECT * FROM s",
     ):
         assert delta_statement(text), text
-    spark_own = ("SELECT 1", "CREATE TEMP VIEW v AS SELECT 1", "DESCRIBE TABLE t", "SHOW TABLES", "(SELECT)")
+    spark_own = (
+        *("SELECT 1", "CREATE TEMP VIEW v AS SELECT 1", "DESCRIBE TABLE t", "SHOW TABLES", "(SELECT)"),
+        *("WITH s AS (SELECT 1) SELECT * FROM s", "EXPLAIN SELECT 1"),
+        *("INSERT INTO not_registered VALUES (1)", "ALTER TABLE not_registered ADD COLUMNS (c INT)"),
+    )
     for text in spark_own:
         assert not delta_statement(text), text
     assert delta_statement("CREATE TABLE t (a INT)", lambda: "delta")

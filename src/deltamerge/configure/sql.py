@@ -1,10 +1,10 @@
 """``spark.sql`` for Delta statements after ``deltamerge.configure(spark)``.
 
 delta-spark users run ``spark.sql("MERGE INTO ...")``; without Delta's JVM extension Spark cannot.
-The wrapper sends the statements deltamerge implements (MERGE, UPDATE, DELETE, INSERT, ALTER,
-CREATE ... USING delta, DESCRIBE HISTORY, VACUUM, RESTORE, OPTIMIZE, ...; any text naming
-``delta.`/path``` or ``table_changes``) to ``deltamerge.sql``, which hands what is not a Delta
-statement back to Spark; everything else goes straight to PySpark's own method.
+The wrapper sends the statements deltamerge implements (MERGE, UPDATE, DELETE, INSERT and ALTER
+TABLE on registered names, CREATE ... USING delta, DESCRIBE HISTORY, VACUUM, RESTORE, OPTIMIZE, ...;
+any text naming ``delta.`/path``` or ``table_changes``) to ``deltamerge.sql``, which hands what is
+not a Delta statement back to Spark; everything else goes straight to PySpark's own method.
 """
 
 from __future__ import annotations
@@ -19,32 +19,37 @@ from typing import Any
 __all__ = ["delta_statement", "wrap_sql"]
 
 _LEADING = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(?P<word>[A-Za-z]+)", re.DOTALL)
-# Statements only Delta (or deltamerge, which falls back to Spark for other tables) runs here.
+# Statements Spark cannot run without Delta's extension: deltamerge runs them (or reports the error).
 _DELTA_WORDS = frozenset(
-    {
-        "MERGE",
-        "UPDATE",
-        "DELETE",
-        "INSERT",
-        "ALTER",
-        "WITH",
-        "EXPLAIN",
-        "VACUUM",
-        "RESTORE",
-        "OPTIMIZE",
-        "REORG",
-    }
-    | {"GENERATE", "CONVERT"}
+    {"MERGE", "UPDATE", "DELETE", "VACUUM", "RESTORE", "OPTIMIZE", "REORG", "GENERATE", "CONVERT"}
 )
 _CREATE_DELTA = re.compile(r"\bUSING\s+delta\b|\bSHALLOW\s+CLONE\b", re.IGNORECASE)
 _DESCRIBE_DELTA = re.compile(r"DESC(?:RIBE)?\s+(?:HISTORY|DETAIL)\b", re.IGNORECASE)
+_EXPLAIN_DML = re.compile(r"EXPLAIN\s+(?:\w+\s+)?(?:MERGE|UPDATE|DELETE)\b", re.IGNORECASE)
+_CTE_DML = re.compile(r"\b(?:MERGE\s+INTO|INSERT\s+(?:INTO|OVERWRITE)|UPDATE|DELETE\s+FROM)\b", re.IGNORECASE)
 _DELTA_NAMES = re.compile(r"\bdelta\s*\.\s*`|\btable_changes(?:_by_path)?\s*\(", re.IGNORECASE)
+# The table an INSERT or ALTER TABLE writes: deltamerge's when it is a registered name.
+_TARGET = re.compile(
+    r"(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|ALTER\s+TABLE)\s+(?P<name>(?:`(?:[^`]|``)+`|[\w.])+)",
+    re.IGNORECASE,
+)
 
 _STATE = threading.local()
 
 
+def _registered_target(text: str) -> bool:
+    from deltamerge import catalog
+
+    m = _TARGET.search(text)
+    if m is None:
+        return False
+    last = re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*$)", m.group("name"))[-1]
+    name = last[1:-1].replace("``", "`") if last.startswith("`") else last
+    return catalog.path_for_name(name) is not None
+
+
 def delta_statement(text: str, default_source: Callable[[], str | None] = lambda: None) -> bool:
-    """Whether ``text`` may be a statement deltamerge runs (``default_source()``:
+    """Whether ``text`` is a statement deltamerge runs (``default_source()``:
     ``spark.sql.sources.default``, asked only for a CREATE TABLE without USING)."""
     if _DELTA_NAMES.search(text):
         return True
@@ -55,6 +60,12 @@ def delta_statement(text: str, default_source: Callable[[], str | None] = lambda
     rest = text[m.start("word") :]
     if word in _DELTA_WORDS:
         return True
+    if word in ("INSERT", "ALTER"):
+        return _registered_target(rest)
+    if word == "WITH":
+        return _CTE_DML.search(rest) is not None
+    if word == "EXPLAIN":
+        return _EXPLAIN_DML.match(rest) is not None
     if word in ("CREATE", "REPLACE"):
         if _CREATE_DELTA.search(text):
             return True
