@@ -147,13 +147,13 @@ def _safe_cast(src, dst) -> bool:  # type: ignore[no-untyped-def]
     return dst.typeName() in _WIDER.get(src.typeName(), set())
 
 
-@internal_plan
 def _auto_compaction(spark: SparkSession, txn: OptimisticTransaction) -> None:
     from deltamerge.builders import auto_compaction  # the builders import this module
 
     auto_compaction.register(spark, txn)
 
 
+@internal_plan
 def write(
     df: DataFrame,
     path: str,
