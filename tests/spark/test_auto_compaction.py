@@ -55,7 +55,7 @@ def test_writes_compact_the_partitions_they_filled_with_small_files(spark, tmp_p
         assert ops == ["WRITE", "WRITE", "WRITE", "WRITE", "OPTIMIZE"]
         last = DeltaTable.forPath(spark, path).history(1).collect()[0]
         assert last["operationParameters"]["auto"] == "true"
-        assert last["operationParameters"]["predicate"] == "[\"((`p` = 'a'))\"]"
+        assert last["operationParameters"]["predicate"] == "[\"(p = 'a')\"]"
         assert last["operationMetrics"]["numRemovedFiles"] == "3"
 
         # A MERGE is a write too; the session setting wins over the table property.
@@ -116,6 +116,9 @@ def test_a_failed_compaction_never_fails_the_write(spark, tmp_path, monkeypatch,
     assert any("post-commit hook failed" in r.getMessage() for r in caplog.records)
 
 
-def test_predicate_text_quotes_names_and_values():
+def test_predicate_names_odd_columns_values_and_nulls():
+    from deltamerge.dml import predicate_parameter
+
     auto = compaction.AutoCompaction(frozenset({(("a b", "it's"), ("d", None))}), 1, 2)
-    assert auto.predicate(["a b", "d"]) == "((`a b` = 'it\\'s') AND (`d` IS NULL))"
+    assert predicate_parameter(auto.condition(["a b", "d"])) == ["((`a b` = 'it\\'s') AND (d IS NULL))"]
+    assert compaction.AutoCompaction(None, 1, 2).condition(["d"]) is None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-from deltamerge.builders.compaction import AutoCompaction, PartitionKey, optimize, partition_key
+from deltamerge.builders.compaction import AutoCompaction, PartitionKey, compactable, optimize, partition_key
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.log.actions import Action, AddFile, CommitInfo, Metadata
 from deltamerge.log.snapshot import DeltaLog
@@ -73,11 +73,7 @@ def plan(spark: SparkSession, files: Sequence[AddFile], written: set[PartitionKe
     ratio = SessionConf.OPTIMIZE_MAX_DELETED_ROWS_RATIO.get(get)
     min_files = SessionConf.AUTO_COMPACT_MIN_NUM_FILES.get(get)
 
-    def small(f: AddFile) -> bool:
-        dv, n = f.deletion_vector, f.num_records
-        return f.size < min_size or (dv is not None and (n is None or (n > 0 and dv.cardinality / n > ratio)))
-
-    counts = Counter(partition_key(f) for f in files if small(f))
+    counts = Counter(partition_key(f) for f in files if compactable(f, min_size, ratio))
     if SessionConf.AUTO_COMPACT_MODIFIED_PARTITIONS_ONLY.get(get):
         chosen = frozenset(k for k in written if counts[k] >= min_files)
         return AutoCompaction(chosen, min_size, max_size) if chosen else None

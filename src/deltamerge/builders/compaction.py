@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
 
 from deltamerge import catalog
 from deltamerge.builders.common import discard, write_data
@@ -37,7 +38,7 @@ from deltamerge.log.column_mapping import physical_schema
 from deltamerge.log.paths import absolute_file_path
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter, internal_plan
-from deltamerge.spark.types import quote_name, to_spark_schema
+from deltamerge.spark.types import to_spark_schema
 from deltamerge.spark.write import now_ms
 from deltamerge.stats.footer import column_paths, file_has_extra_columns
 from deltamerge.txn import row_tracking
@@ -146,8 +147,12 @@ def partition_key(f: AddFile) -> PartitionKey:
     return tuple(sorted(f.partition_values.items()))
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
+def compactable(f: AddFile, min_size: int, max_deleted_ratio: float) -> bool:
+    """Whether compaction rewrites ``f``: smaller than ``min_size``, or with more than
+    ``max_deleted_ratio`` of its rows deleted (or a deletion vector and no row count)."""
+    dv, n = f.deletion_vector, f.num_records
+    many_deleted = dv is not None and (n is None or (n > 0 and dv.cardinality / n > max_deleted_ratio))
+    return f.size < min_size or many_deleted
 
 
 @dataclass(frozen=True)
@@ -159,20 +164,28 @@ class AutoCompaction:
     min_file_size: int
     max_file_size: int
 
-    def predicate(self, partition_columns: Sequence[str]) -> str:
-        """The partitions as the SQL predicate Delta records in the commit's parameters."""
+    def condition(self, partition_columns: Sequence[str]) -> exp.Expression | None:
+        """The partitions as a predicate on the partition columns (None: every partition)."""
+        if self.partitions is None:
+            return None
 
-        def one(key: PartitionKey) -> str:
+        def term(column: str, value: Any) -> exp.Expression:
+            col = exp.column(column, quoted=True)
+            return (
+                exp.Is(this=col, expression=exp.Null())
+                if value is None
+                else exp.EQ(this=col, expression=exp.Literal.string(value))
+            )
+
+        branches = []
+        for key in sorted(self.partitions, key=str):
             values = dict(key)
-
-            def term(c: str) -> str:
-                v = values.get(c)
-                return f"({quote_name(c)} IS NULL)" if v is None else f"({quote_name(c)} = '{_escape(v)}')"
-
-            terms = [term(c) for c in partition_columns]
-            return " AND ".join(terms) or "true"
-
-        return " OR ".join(f"({one(k)})" for k in sorted(self.partitions or (), key=str)) or "true"
+            branches.append(
+                exp.and_(*(term(c, values.get(c)) for c in partition_columns))
+                if partition_columns
+                else exp.true()
+            )
+        return cast(exp.Expression, exp.or_(*branches)) if branches else None
 
 
 @internal_plan
@@ -248,18 +261,12 @@ def optimize(
         max_size, min_size = auto.max_file_size, auto.min_file_size
     ratio = SessionConf.OPTIMIZE_MAX_DELETED_ROWS_RATIO.get(get)
 
-    def worth_it(f: AddFile) -> bool:
-        dv = f.deletion_vector
-        n = f.num_records
-        many_deleted = dv is not None and (n is None or (n > 0 and dv.cardinality / n > ratio))
-        return f.size < min_size or many_deleted
-
     if purge:
         selected = _purge_selection(table_root, snapshot.metadata.schema, candidates, hidden or ())
     elif zorder is not None:  # every file of a partition, one bin per partition (Delta's ZOrderStrategy)
         selected = list(candidates)
     else:
-        selected = [f for f in candidates if worth_it(f)]
+        selected = [f for f in candidates if compactable(f, min_size, ratio)]
     groups: dict[tuple[tuple[str, Any], ...], list[AddFile]] = {}
     for f in selected:
         groups.setdefault(partition_key(f), []).append(f)
@@ -329,7 +336,7 @@ def optimize(
         }
         predicate = predicate_parameter(cond) if cond is not None else []
         if auto is not None and auto.partitions is not None:
-            predicate = [auto.predicate(snapshot.metadata.partition_columns)]
+            predicate = predicate_parameter(auto.condition(snapshot.metadata.partition_columns))
         params: dict[str, Any] = (
             {"predicate": predicate, "applyPurge": True}
             if purge
