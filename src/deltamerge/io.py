@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from deltamerge import clustering_ddl
 from deltamerge.constraints import enforced_write
 from deltamerge.errors import (
     InvalidArgumentError,
@@ -21,11 +22,13 @@ from deltamerge.errors import (
     TableNotFoundError,
 )
 from deltamerge.generated import fill_missing
+from deltamerge.identifiers import name_parts
 from deltamerge.identity import explicit_insert_error, identity_columns, with_high_water_marks
 from deltamerge.identity import extremes as identity_extremes
 from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
-from deltamerge.log.actions import Action, AddFile, Metadata
+from deltamerge.log.actions import Action, AddFile, DomainMetadata, Metadata
+from deltamerge.log.clustering import is_clustered
 from deltamerge.log.column_mapping import is_mapped
 from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
@@ -164,6 +167,7 @@ def write(
     merge_schema: bool = False,
     overwrite_schema: bool = False,
     options: Mapping[str, str] | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> int | None:
     """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored).
 
@@ -172,6 +176,8 @@ def write(
     carries Delta's writer options ``txnAppId`` + ``txnVersion`` (an idempotent write: skipped,
     returning None, when the table has seen that version of that application; the session
     settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` work too) and ``userMetadata``.
+    ``cluster_by`` makes the table clustered by those columns when it is created or overwritten;
+    an append naming them must name the table's own.
     """
     key = mode.lower()
     if key not in _MODES:
@@ -181,6 +187,8 @@ def write(
     properties = user_properties(spark, configuration)  # refused before anything is written
     root = table_root(path)
     parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+    cluster = [name_parts(c) for c in cluster_by] if cluster_by is not None else None
+    clustering_ddl.reject_partitioning(cluster, parts)
     log = DeltaLog.for_table(root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
     _auto_compaction(spark, txn)
@@ -198,6 +206,7 @@ def write(
         check_can_write(txn.protocol, txn.metadata)  # type: ignore[arg-type]
     _check_names(df.schema)
     overwrite = key == "overwrite"
+    cluster_domain: DomainMetadata | None = None
     if not exists or (overwrite and overwrite_schema):
         schema = StructType(
             [StructField(f.name, as_nullable(f.dataType), True, f.metadata) for f in df.schema.fields]
@@ -217,6 +226,8 @@ def write(
         # A new table takes Delta's session defaults; the given properties win.
         conf = table_property_defaults(spark) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
         conf.update(properties)
+        if cluster is not None:
+            conf.update(clustering_ddl.FEATURE_PROPERTY)
         meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
         txn.update_metadata(
             Metadata(
@@ -228,9 +239,13 @@ def write(
             )
         )
         data = _cast_to(df, schema)
+        if cluster is not None:
+            cluster_domain = clustering_ddl.domain(txn.metadata, cluster, conf_getter(spark))
     else:
         meta = txn.metadata
         assert meta is not None
+        if cluster is not None and not overwrite:  # an append keeps the table's clustering
+            clustering_ddl.check_matches(txn.protocol, txn.snapshot.domains, meta.schema, cluster)  # type: ignore[union-attr]
         if parts and [p.lower() for p in parts] != [p.lower() for p in meta.partition_columns]:
             raise InvalidArgumentError(
                 f"Partition columns {parts} do not match the table's {list(meta.partition_columns)}. "
@@ -248,6 +263,14 @@ def write(
             txn.update_metadata(replace(meta, schema_string=schema_string(final)))
         parts = list(meta.partition_columns)
         schema = final
+        if cluster is not None and overwrite:  # an overwrite sets the clustering, as in Delta
+            clustering_ddl.reject_partitioning(cluster, parts)
+            current = txn.metadata
+            assert current is not None
+            if not is_clustered(txn.protocol):  # type: ignore[arg-type]
+                features = clustering_ddl.FEATURE_PROPERTY
+                txn.update_metadata(replace(current, configuration={**current.configuration, **features}))
+            cluster_domain = clustering_ddl.domain(txn.metadata, cluster, conf_getter(spark))
     meta = txn.metadata
     assert meta is not None
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]
@@ -267,6 +290,8 @@ def write(
     stats_schema = meta.schema if is_mapped(meta.schema) else to_delta_schema(schema)
     adds = to_add_files(root, written, stats_schema, parts, meta.configuration, tz=session_time_zone(spark))
     actions: list[Action] = list(adds)
+    if cluster_domain is not None:
+        actions.append(cluster_domain)
     marked = with_high_water_marks(schema, identity_extremes(identity_obs))
     if marked is not None:
         txn.update_metadata(replace(meta, schema_string=schema_string(marked)))

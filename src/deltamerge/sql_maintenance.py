@@ -40,7 +40,8 @@ _RESTORE = re.compile(
     FLAGS,
 )
 _OPTIMIZE = re.compile(
-    rf"OPTIMIZE\s+{TABLE_REF}(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?", FLAGS
+    rf"OPTIMIZE\s+{TABLE_REF}(?P<full>\s+FULL)?(?:\s+WHERE\s+(?P<where>.+?))?(?P<zorder>\s+ZORDER\s+BY\s+.+)?",
+    FLAGS,
 )
 _REORG = re.compile(
     rf"REORG\s+TABLE\s+{TABLE_REF}(?:\s+WHERE\s+(?P<where>.+?))?\s+APPLY\s*\(\s*(?P<apply>.+?)\s*\)", FLAGS
@@ -179,9 +180,8 @@ def _optimize(spark: SparkSession, m: re.Match[str]) -> DataFrame:
                 f"Syntax error in ZORDER BY: {m.group('zorder').strip()!r}; expected column names.",
                 error_class="PARSE_SYNTAX_ERROR",
             )
-    return optimize(
-        spark, delta_table(spark, m.group("table")).path, [where] if where else [], zorder_by=zorder
-    )
+    path = delta_table(spark, m.group("table")).path
+    return optimize(spark, path, [where] if where else [], zorder_by=zorder, full=bool(m.group("full")))
 
 
 def _reorg(spark: SparkSession, m: re.Match[str]) -> DataFrame:

@@ -41,7 +41,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.identifiers import lookup_table
+from deltamerge.identifiers import QUALIFIED, lookup_table, name_parts
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
@@ -58,6 +58,7 @@ _NAME = r"(?P<name>`(?:[^`]|``)+`|\w+)"
 _ADD_CONSTRAINT = re.compile(rf"ADD\s+CONSTRAINT\s+{_NAME}\s+CHECK\s*\((?P<expr>.*)\)", FLAGS)
 _DROP_CONSTRAINT = re.compile(rf"DROP\s+CONSTRAINT\s+(?P<ifexists>IF\s+EXISTS\s+)?{_NAME}", FLAGS)
 _UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", FLAGS)
+_CLUSTER_BY = re.compile(r"CLUSTER\s+BY\s+(?:NONE|\((?P<columns>.*)\))", FLAGS)
 _DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", FLAGS)
 _INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", FLAGS)
 _CREATE = re.compile(r"(?P<head>(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE)\s", FLAGS)
@@ -88,6 +89,12 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
             exists = bool(c.group("ifexists"))
             constraint_ddl.drop_constraint(spark, path, name, if_exists=exists, table_name=shown)
         return empty_frame(spark)
+    if (c := _CLUSTER_BY.fullmatch(rest)) is not None:
+        from deltamerge.table_properties import cluster_by
+
+        listed = c.group("columns")
+        cluster_by(spark, path, [name_parts(n) for n in re.findall(QUALIFIED, listed or "")])
+        return empty_frame(spark)
     set_m, unset_m = _SET_PROPS.fullmatch(rest), _UNSET_PROPS.fullmatch(rest)
     if set_m is None and unset_m is None:
         from deltamerge.sql_alter import run_alter_columns
@@ -96,8 +103,8 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
             return empty_frame(spark)
         raise UnsupportedOperationError(
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
-            "SET / UNSET TBLPROPERTIES, ADD / DROP CONSTRAINT, ADD COLUMNS, RENAME COLUMN, DROP "
-            "COLUMN(S) and ALTER COLUMN are."
+            "SET / UNSET TBLPROPERTIES, ADD / DROP CONSTRAINT, CLUSTER BY, ADD COLUMNS, RENAME "
+            "COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
         )
     if set_m is not None:
         set_properties(spark, path, parse_properties(set_m.group("props"), keys_only=False))
@@ -243,6 +250,13 @@ def _column(node: exp.ColumnDef) -> StructField:
     return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT)), nullable, metadata)
 
 
+def _column_path(node: exp.Expression) -> str:
+    """A (possibly nested) column of CLUSTER BY as one name, odd parts in backticks."""
+    from deltamerge.clustering_ddl import shown
+
+    return shown([p.name for p in node.parts]) if isinstance(node, exp.Column) else to_sql(node)
+
+
 def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     from deltamerge.builders import create_table
 
@@ -260,13 +274,15 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     if isinstance(target, exp.Schema):
         schema = StructType([_column(c) for c in target.expressions if isinstance(c, exp.ColumnDef)])
         target = target.this
-    location = partition_by = comment = None
+    location = partition_by = comment = cluster_by = None
     props: dict[str, str] = {}
     for p in (statement.args.get("properties") or exp.Properties(expressions=[])).expressions:
         if isinstance(p, exp.LocationProperty):
             location = p.this.name
         elif isinstance(p, exp.PartitionedByProperty):
             partition_by = [c.name for c in p.this.expressions]
+        elif isinstance(p, exp.ClusterProperty):
+            cluster_by = [_column_path(c) for c in p.expressions]
         elif isinstance(p, exp.SchemaCommentProperty):
             comment = p.this.name
         elif isinstance(p, exp.FileFormatProperty):
@@ -297,6 +313,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
         properties=props,
         comment=comment,
         data=data,
+        cluster_by=cluster_by,
     )
     return empty_frame(spark)
 

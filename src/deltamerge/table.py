@@ -19,6 +19,7 @@ from pyspark.sql.types import (
 )
 
 from deltamerge import catalog, views
+from deltamerge.clustering_ddl import logical_names
 from deltamerge.errors import DeltaMergeError, InvalidArgumentError, TableNotFoundError
 from deltamerge.io import read_snapshot, snapshot_for
 from deltamerge.log.paths import table_root
@@ -65,6 +66,7 @@ DETAIL_SCHEMA = StructType(
         StructField("createdAt", TimestampType()),
         StructField("lastModified", TimestampType()),
         StructField("partitionColumns", ArrayType(StringType())),
+        StructField("clusteringColumns", ArrayType(StringType())),
         StructField("numFiles", LongType()),
         StructField("sizeInBytes", LongType()),
         StructField("properties", MapType(StringType(), StringType())),
@@ -249,6 +251,7 @@ class DeltaTable:
             _ts(meta.created_time),
             _ts(snap.timestamp),
             list(meta.partition_columns),
+            logical_names(proto, snap.domains, meta.schema),
             len(snap.files),
             sum(f.size for f in snap.files),
             dict(meta.configuration),

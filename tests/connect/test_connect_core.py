@@ -682,3 +682,37 @@ def test_table_properties_checked_and_auto_compaction(connect_spark, path):
     auto = [r for r in history if r["operation"] == "OPTIMIZE"]
     assert auto and all(r["operationParameters"]["auto"] == "true" for r in auto)
     assert len(snapshot_for(path).files) < 3 and len(_rows(deltamerge.read(spark, path))) == 4
+
+
+def test_clustered_tables(connect_spark, tmp_path):
+    spark = connect_spark
+    from deltamerge.errors import DeltaMergeError
+
+    saved, sql_made = str(tmp_path / "saved"), str(tmp_path / "sql")
+    frame = spark.range(40).selectExpr("id", "cast(id % 4 AS STRING) AS k")
+    deltamerge.configure(spark)
+    try:
+        frame.write.format("delta").clusterBy("k").save(saved)
+        with pytest.raises(DeltaMergeError, match="DELTA_CLUSTERING_COLUMNS_MISMATCH"):
+            frame.write.format("delta").mode("append").clusterBy("id").save(saved)
+        frame.writeTo("connect_clustered").using("delta").clusterBy("id").create()
+        detail = DeltaTable.forName(spark, "connect_clustered").detail().collect()[0]
+        assert detail["clusteringColumns"] == ["id"]
+    finally:
+        deltamerge.unconfigure()
+        deltamerge.unregister_table(spark, "connect_clustered")
+    assert DeltaTable.forPath(spark, saved).detail().collect()[0]["clusteringColumns"] == ["k"]
+    deltamerge.sql(spark, f"CREATE TABLE delta.`{sql_made}` (id BIGINT, k STRING) USING delta CLUSTER BY (k)")
+    for _ in range(2):
+        deltamerge.write(frame, sql_made, mode="append")
+    deltamerge.sql(spark, f"OPTIMIZE delta.`{sql_made}`")
+    files = DeltaLog.for_table(sql_made).update().files
+    assert {f.clustering_provider for f in files} == {"liquid"}
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{sql_made}` CLUSTER BY (id)")
+    deltamerge.sql(spark, f"OPTIMIZE delta.`{sql_made}` FULL")
+    last = DeltaTable.forPath(spark, sql_made).history(1).collect()[0]
+    assert (
+        last["operationParameters"]["clusterBy"] == '["id"]'
+        and last["operationParameters"]["isFull"] == "true"
+    )
+    assert len(_rows(deltamerge.read(spark, sql_made))) == 80

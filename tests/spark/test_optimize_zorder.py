@@ -67,7 +67,12 @@ def test_zorder_clusters_every_column_and_keeps_the_rows(spark, tmp_path, spark_
     assert sum(w[1] for w in widths) / len(widths) < 75
     last = DeltaTable.forPath(spark, path).history(1).collect()[0]
     assert last["operation"] == "OPTIMIZE"
-    assert last["operationParameters"] == {"predicate": "[]", "zOrderBy": '["x","y"]', "auto": "false"}
+    assert last["operationParameters"] == {
+        "predicate": "[]",
+        "zOrderBy": '["x","y"]',
+        "clusterBy": "[]",
+        "auto": "false",
+    }
     commit = os.path.join(path, "_delta_log", f"{last['version']:020d}.json")
     with open(commit) as f:
         actions = [json.loads(line) for line in f]

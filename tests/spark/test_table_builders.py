@@ -307,7 +307,12 @@ def test_optimize_compacts_small_files_per_partition(spark, tmp_path):
     assert len(files) == 7 and sum(1 for f in files if f.partition_values["p"] == "0") == 1
     last = _last(spark, path)
     assert last["operation"] == "OPTIMIZE" and set(last["operationMetrics"]) == OPTIMIZE_KEYS
-    assert last["operationParameters"] == {"predicate": "[\"(p = '0')\"]", "zOrderBy": "[]", "auto": "false"}
+    assert last["operationParameters"] == {
+        "predicate": "[\"(p = '0')\"]",
+        "zOrderBy": "[]",
+        "clusterBy": "[]",
+        "auto": "false",
+    }
     assert last["isolationLevel"] == "SnapshotIsolation" and last["isBlindAppend"] is False
     log = os.path.join(path, "_delta_log", f"{last['version']:020d}.json")
     with open(log) as f:

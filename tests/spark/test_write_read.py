@@ -347,6 +347,7 @@ def test_detail(spark, table_path: str) -> None:
         "createdAt",
         "lastModified",
         "partitionColumns",
+        "clusteringColumns",
         "numFiles",
         "sizeInBytes",
         "properties",
@@ -359,7 +360,7 @@ def test_detail(spark, table_path: str) -> None:
     assert d.format == "delta"
     assert d.id == snap.metadata.id
     assert d.location == "file:" + os.path.abspath(table_path)
-    assert d.partitionColumns == ["p"]
+    assert d.partitionColumns == ["p"] and d.clusteringColumns == []
     assert d.numFiles == 2 == len(snap.files)
     assert d.sizeInBytes == sum(f.size for f in snap.files) > 0
     assert d.properties == {"k": "v"}

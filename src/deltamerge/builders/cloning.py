@@ -25,7 +25,7 @@ from deltamerge.errors import (
     InvalidArgumentError,
     UnsupportedOperationError,
 )
-from deltamerge.log import column_mapping
+from deltamerge.log import clustering, column_mapping
 from deltamerge.log.actions import AddFile, DeletionVectorDescriptor, Metadata
 from deltamerge.log.paths import absolute_file_path, encode_add_path, is_absolute_path, table_root
 from deltamerge.log.protocol import at_least, reader_features, with_features, writer_features
@@ -178,6 +178,11 @@ def shallow_clone(
         )
         for f in files
     ]
+    domain = clustering.for_clone(
+        sp, source.domains, txn.snapshot.domains if txn.snapshot is not None else {}
+    )
+    if domain is not None:
+        actions.append(domain)
     metrics = {
         "sourceTableSize": sum(f.size for f in files),
         "sourceNumOfFiles": len(files),

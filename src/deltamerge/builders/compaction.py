@@ -22,7 +22,9 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from deltamerge import catalog
+from deltamerge.builders import liquid
 from deltamerge.builders.common import discard, write_data
+from deltamerge.clustering_ddl import logical_names
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import (
     AnalysisError,
@@ -197,11 +199,13 @@ def optimize(
     purge: bool = False,
     zorder_by: Sequence[str] = (),
     auto: AutoCompaction | None = None,
+    full: bool = False,
 ) -> DataFrame:
     """Compact small files (OPTIMIZE [WHERE partition_filter]), Z-order every file of each selected
-    partition (``zorder_by``: OPTIMIZE ... ZORDER BY), or with ``purge`` rewrite the files REORG
-    TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta. ``auto`` makes it an auto
-    compaction: its partitions and file sizes, committed with ``auto`` = true."""
+    partition (``zorder_by``: OPTIMIZE ... ZORDER BY), cluster a clustered table (``full``: OPTIMIZE
+    FULL, which reclusters files clustered by other columns too), or with ``purge`` rewrite the files
+    REORG TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta. ``auto`` makes it an
+    auto compaction: its partitions and file sizes, committed with ``auto`` = true."""
     from deltamerge.dml import matching_partitions, predicate_parameter
     from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
 
@@ -226,8 +230,18 @@ def optimize(
             error_class="DELTA_CLUSTERING_WITH_PARTITION_PREDICATE",
             sql_state="0A000",
         )
+    cluster_names = (
+        logical_names(snapshot.protocol, snapshot.domains, snapshot.metadata.schema) if clustered else []
+    )
+    if full and not cluster_names:
+        raise AnalysisError(
+            "OPTIMIZE FULL is only supported for clustered tables with non-empty clustering columns.",
+            error_class="DELTA_OPTIMIZE_FULL_NOT_SUPPORTED",
+            sql_state="42601",
+        )
+    liquid_run = bool(cluster_names) and not purge and auto is None
     zorder = None
-    if zorder_by:
+    if zorder_by or liquid_run:
         from deltamerge.builders.zorder import zorder_columns
         from deltamerge.spark.session import case_sensitive
 
@@ -235,8 +249,8 @@ def optimize(
             snapshot.metadata.schema,
             snapshot.metadata.partition_columns,
             snapshot.metadata.configuration,
-            zorder_by,
-            check_stats=SessionConf.ZORDER_STATS_CHECK.get(get),
+            zorder_by or cluster_names,
+            check_stats=SessionConf.ZORDER_STATS_CHECK.get(get) and not liquid_run,
             case_sensitive=case_sensitive(spark),
         )
     # Row tracking: every row keeps its id and commit version (materialized in the new files).
@@ -247,9 +261,8 @@ def optimize(
     candidates = [f for f in snapshot.files if keep(f)]
     if auto is not None and auto.partitions is not None:
         candidates = [f for f in candidates if partition_key(f) in auto.partitions]
-    if clustered and not purge:
-        # deltamerge does not cluster: it compacts only files no clustering implementation wrote
-        # (the protocol reserves those for their implementation).
+    if cluster_names and auto is not None:
+        # auto compaction of a clustered table leaves clustered files to OPTIMIZE
         candidates = [f for f in candidates if f.clustering_provider is None]
     conf = dict(snapshot.metadata.configuration)
     # The table's target file size wins over the session's maxFileSize (Delta's OptimizeExecutor).
@@ -263,6 +276,9 @@ def optimize(
 
     if purge:
         selected = _purge_selection(table_root, snapshot.metadata.schema, candidates, hidden or ())
+    elif liquid_run:
+        min_cube = int(get(liquid.MIN_CUBE_SIZE_KEY) or 100 * SessionConf.OPTIMIZE_MAX_FILE_SIZE.get(get))
+        selected = liquid.selection(candidates, cluster_names, min_cube, full)
     elif zorder is not None:  # every file of a partition, one bin per partition (Delta's ZOrderStrategy)
         selected = list(candidates)
     else:
@@ -293,19 +309,18 @@ def optimize(
             df = cluster(df, zorder, max(1, sum(f.size for f in bin_files) // max_size), get)
         else:
             df = df.repartition(1)
-        added.extend(
-            write_data(
-                spark,
-                table_root,
-                df,
-                schema,
-                parts,
-                conf,
-                data_change=False,
-                tight_bounds=tight,
-                metadata=snapshot.metadata,
-            )
+        written = write_data(
+            spark,
+            table_root,
+            df,
+            schema,
+            parts,
+            conf,
+            data_change=False,
+            tight_bounds=tight,
+            metadata=snapshot.metadata,
         )
+        added.extend(liquid.marked(written, cluster_names) if liquid_run else written)
 
     threads = max(1, min(len(jobs), int(get("spark.databricks.delta.optimize.maxThreads") or 15)))
     try:
@@ -340,8 +355,15 @@ def optimize(
         params: dict[str, Any] = (
             {"predicate": predicate, "applyPurge": True}
             if purge
-            else {"predicate": predicate, "zOrderBy": list(zorder_by), "auto": auto is not None}
+            else {
+                "predicate": predicate,
+                "zOrderBy": list(zorder_by),
+                "clusterBy": list(cluster_names) if liquid_run else [],
+                "auto": auto is not None,
+            }
         )
+        if liquid_run:
+            params["isFull"] = full
         txn.add_read_files(removed_files)
         try:
             name = "REORG" if purge else "OPTIMIZE"
@@ -353,7 +375,8 @@ def optimize(
         catalog.refresh_views(spark, table_root)
     n_cols = len(schema.fields)
     zorder_stats = None
-    if zorder is not None:  # Delta's ZOrderStrategy: every file is "other", one cube per partition
+    if zorder is not None and not liquid_run:
+        # Delta's ZOrderStrategy: every file is "other", one cube per partition
         merged = (len(removed_files), sum(f.size for f in removed_files))
         zorder_stats = ("all", (0, 0), merged, 0, merged, len({key for key, _ in jobs}), None)
     try:

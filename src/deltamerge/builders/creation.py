@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
-from deltamerge import catalog, column_defaults
+from deltamerge import catalog, clustering_ddl, column_defaults
 from deltamerge.builders import auto_compaction
 from deltamerge.builders.common import discard, write_data
 from deltamerge.errors import (
@@ -25,9 +25,11 @@ from deltamerge.errors import (
     TableNotFoundError,
 )
 from deltamerge.generated import validate as validate_generated
+from deltamerge.identifiers import name_parts
 from deltamerge.identity import IdentityGenerator
 from deltamerge.identity import column_metadata as identity_metadata
 from deltamerge.identity import validate as validate_identity
+from deltamerge.log import clustering
 from deltamerge.log.actions import Action, Metadata
 from deltamerge.log.paths import table_root
 from deltamerge.log.snapshot import DeltaLog
@@ -108,15 +110,20 @@ def create_table(
     properties: dict[str, str] | None = None,
     comment: str | None = None,
     data: DataFrame | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> str:
     """CREATE / REPLACE a Delta table (``mode``: create, createIfNotExists, replace, createOrReplace).
 
     ``data`` makes it ``... AS SELECT`` (the schema then comes from the data). A ``name`` is
     registered with ``deltamerge.register_table``; without ``location`` the table lives in the
-    warehouse directory. Returns the table path.
+    warehouse directory. ``cluster_by`` (column names, dotted for nested fields) makes a clustered
+    table (CLUSTER BY). Returns the table path.
     """
     if mode not in _MODES:
         raise InvalidArgumentError(f"Unknown table creation mode {mode!r}; use one of {', '.join(_MODES)}.")
+    clustering_ddl.check_no_feature_property(properties or {}, alter=False)
+    clustered_by = [name_parts(c) for c in cluster_by] if cluster_by is not None else None
+    clustering_ddl.reject_partitioning(clustered_by, partition_by)
     properties = user_properties(spark, properties)  # before anything is registered or written
     if name is None and location is None:
         raise AnalysisError(
@@ -163,12 +170,21 @@ def create_table(
             error_class="DELTA_SCHEMA_NOT_PROVIDED",
         )
     schema = schema if schema is not None else StructType([])
+    was_clustered = replacing and txn.snapshot is not None and clustering.is_clustered(txn.snapshot.protocol)
+    if was_clustered and partition_by:
+        raise AnalysisError(
+            "Replacing a clustered Delta table with a partitioned table is not allowed.",
+            error_class="DELTA_CLUSTERING_REPLACE_TABLE_WITH_PARTITIONED_TABLE",
+            sql_state="42000",
+        )
     parts = _check_schema(schema, partition_by)
     validate_generated(spark, schema, case_sensitive=case_sensitive(spark))
     column_defaults.validate(spark, schema)
     validate_identity(schema, parts)
     conf = {} if replacing else table_property_defaults(spark)
     conf.update(properties)
+    if clustered_by is not None:
+        conf.update(clustering_ddl.FEATURE_PROPERTY)  # the transaction makes it a protocol feature
     txn.update_metadata(
         Metadata(
             id="",
@@ -180,6 +196,17 @@ def create_table(
         )
     )
     actions: list[Action] = []
+    cluster_names: list[str] = []
+    if clustered_by is not None:
+        meta = txn.metadata
+        assert meta is not None
+        physical = clustering_ddl.columns_for(
+            meta.schema, meta.partition_columns, meta.configuration, clustered_by, conf_getter(spark)
+        )
+        actions.append(clustering.domain_for(physical))
+        cluster_names = [clustering_ddl.shown(c) for c in clustered_by]
+    elif was_clustered:  # Delta: a replacement without CLUSTER BY keeps the feature, no columns
+        actions.append(clustering.domain_for([]))
     written: list[str] = []
     metrics: dict[str, int] = {}
     if replacing:
@@ -213,7 +240,7 @@ def create_table(
         "isManaged": "false" if location is not None else "true",
         "description": comment,
         "partitionBy": list(parts),
-        "clusterBy": [],
+        "clusterBy": cluster_names,
         "properties": dict(txn.metadata.configuration),  # type: ignore[union-attr]
     }
     try:
@@ -339,6 +366,7 @@ class DeltaTableBuilder:
     _fields: list[StructField] = field(default_factory=list)
     _partition_by: list[str] = field(default_factory=list)
     _properties: dict[str, str] = field(default_factory=dict)
+    _cluster_by: list[str] | None = None
 
     def tableName(self, identifier: str) -> DeltaTableBuilder:
         """The table name (registered with ``deltamerge.register_table``)."""
@@ -401,6 +429,15 @@ class DeltaTableBuilder:
         self._partition_by = list(names)
         return self
 
+    def clusterBy(self, *cols: str | list[str] | tuple[str, ...]) -> DeltaTableBuilder:
+        """Clustering columns (a clustered table: CLUSTER BY); dotted names reach struct fields."""
+        names: Sequence[Any] = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
+        for c in names:
+            if type(c) is not str:
+                raise _type_error("Clustering column must be str.", [c])
+        self._cluster_by = list(names)
+        return self
+
     def property(self, key: str, value: str) -> DeltaTableBuilder:
         """A table property."""
         if type(key) is not str or type(value) is not str:
@@ -421,5 +458,6 @@ class DeltaTableBuilder:
             partition_by=self._partition_by,
             properties=dict(self._properties),
             comment=self._comment,
+            cluster_by=self._cluster_by,
         )
         return DeltaTable(self._spark, root, name=_register_name(self._name) if self._name else None)

@@ -13,6 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from deltamerge import catalog
 from deltamerge.errors import InvalidArgumentError, TableNotFoundError
+from deltamerge.log import clustering
+from deltamerge.log.actions import Action
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter, session_time_zone
 from deltamerge.spark.write import now_ms
@@ -93,7 +95,9 @@ def restore(
         "restoredFilesSize": sum(f.size for f in to_add),
     }
     params = {"version": version, "timestamp": timestamp}
-    txn.commit([*to_add, *to_remove], Operation("RESTORE", params, metrics))
+    domain = clustering.for_restore(latest.domains, old.protocol, old.domains)
+    actions: list[Action] = [*to_add, *to_remove, *([domain] if domain is not None else [])]
+    txn.commit(actions, Operation("RESTORE", params, metrics))
     catalog.refresh_views(spark, table_root)
     row = tuple(metrics[k] for k in _RESTORE_METRICS)
     return spark.createDataFrame([row], RESTORE_SCHEMA)

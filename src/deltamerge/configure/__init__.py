@@ -48,6 +48,7 @@ from typing import Any
 from deltamerge.configure.reads import wrap_load, wrap_table
 from deltamerge.configure.replace import REPLACE_WHERE_CONSTRAINT_CHECK
 from deltamerge.configure.state import (
+    mirror_cluster_by,
     mirror_format,
     mirror_mode,
     mirror_option,
@@ -154,6 +155,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
                 "options": mirror_options,
                 "mode": mirror_mode,
                 "partitionBy": mirror_partition_by,
+                "clusterBy": mirror_cluster_by,
                 "save": wrap_save,
                 "saveAsTable": wrap_save_as_table,
                 "insertInto": wrap_insert_into,

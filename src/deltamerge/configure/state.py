@@ -16,6 +16,7 @@ _FMT = "_dm_format"
 _OPTS = "_dm_options"
 _MODE = "_dm_mode"
 _PARTS = "_dm_partition_by"
+_CLUSTER = "_dm_cluster_by"
 _SCHEMA = "_dm_schema"
 
 
@@ -102,6 +103,25 @@ def mirror_partition_by(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, *cols)
 
     return partitionBy
+
+
+def mirror_cluster_by(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def clusterBy(self: Any, *cols: Any) -> Any:
+        flat = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
+        self.__dict__[_CLUSTER] = [str(c) for c in flat]
+        return original(self, *cols)
+
+    return clusterBy
+
+
+def writer_clustering(writer: Any) -> list[str] | None:
+    """The columns a writer's ``clusterBy`` named, None when it was not called."""
+    if _is_connect(writer):
+        cols = writer._write.clustering_cols
+        return list(cols) if cols else None
+    cols = writer.__dict__.get(_CLUSTER)
+    return list(cols) if cols is not None else None
 
 
 def _is_connect(obj: Any) -> bool:

@@ -16,6 +16,7 @@ from deltamerge.configure.state import (
     is_delta,
     single_path,
     unqualified,
+    writer_clustering,
     writer_frame,
     writer_state,
 )
@@ -52,6 +53,7 @@ def delta_save(
     mode: str | None,
     partition_by: Sequence[str],
     options: Mapping[str, str],
+    cluster_by: Sequence[str] | None = None,
 ) -> int | None:
     """``df.write.format("delta")...save(path)``: returns the committed version (None if ignored)."""
     from deltamerge.config import SessionConf
@@ -87,6 +89,8 @@ def delta_save(
             error_class="DELTA_ILLEGAL_OPTION",
         )
     if key == "overwrite" and exists:
+        if cluster_by is not None and (replace_where or dynamic == "dynamic"):
+            _check_clustering(path, cluster_by)  # a partial overwrite keeps the clustering
         if replace_where is not None and replace_where.strip():
             if overwrite_schema:
                 raise InvalidArgumentError(
@@ -120,10 +124,20 @@ def delta_save(
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
             options=options,
+            cluster_by=cluster_by,
         )
     except Exception as e:
         raise_if_mismatch(e, replace_where)
         raise
+
+
+def _check_clustering(path: str, cluster_by: Sequence[str]) -> None:
+    from deltamerge.clustering_ddl import check_matches
+    from deltamerge.identifiers import name_parts
+    from deltamerge.io import snapshot_for
+
+    snap = snapshot_for(path)
+    check_matches(snap.protocol, snap.domains, snap.metadata.schema, [name_parts(c) for c in cluster_by])
 
 
 def insert_rows(
@@ -240,7 +254,7 @@ def wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         if not is_delta(fmt, df.sparkSession):
             return original(self, path)
         lower = {k.lower(): v for k, v in opts.items()}
-        delta_save(df, single_path(path, lower, "save"), save_mode, parts, opts)
+        delta_save(df, single_path(path, lower, "save"), save_mode, parts, opts, writer_clustering(self))
         return None
 
     return save
@@ -258,6 +272,7 @@ def delta_save_as_table(
     mode: str | None,
     partition_by: Sequence[str],
     options: Mapping[str, str],
+    cluster_by: Sequence[str] | None = None,
 ) -> int | None:
     """``df.write.format("delta")...saveAsTable(name)``: a table under ``spark.sql.warehouse.dir``
     (or at option ``path``), registered under ``name`` for ``spark.read.table``, SQL and
@@ -269,7 +284,7 @@ def delta_save_as_table(
     key = _save_mode(mode)
     by_path = delta_path_identifier(name)
     if by_path is not None:
-        return delta_save(df, by_path, key, partition_by, options)
+        return delta_save(df, by_path, key, partition_by, options, cluster_by)
     short = unqualified(name)
     if "." in short:
         raise InvalidArgumentError(
@@ -295,7 +310,9 @@ def delta_save_as_table(
         )
     version = None
     if not (exists and key == "ignore"):
-        version = delta_save(df, location, "overwrite" if key == "error" else key, partition_by, options)
+        version = delta_save(
+            df, location, "overwrite" if key == "error" else key, partition_by, options, cluster_by
+        )
     catalog.register_table(spark, short, location)
     return version
 
@@ -316,7 +333,7 @@ def wrap_save_as_table(original: Callable[..., Any]) -> Callable[..., Any]:
         registered = isinstance(name, str) and catalog.path_for_name(unqualified(name)) is not None
         if not (is_delta(fmt, df.sparkSession) or (fmt is None and registered)):
             return original(self, name)
-        delta_save_as_table(df, name, save_mode, parts, opts)
+        delta_save_as_table(df, name, save_mode, parts, opts, writer_clustering(self))
         return None
 
     return saveAsTable

@@ -5,7 +5,7 @@ Spark's V2 writer needs a catalog table; here a deltamerge table (a registered n
 deltamerge instead:
 
 * ``create()`` / ``replace()`` / ``createOrReplace()``: CREATE / REPLACE TABLE ... AS SELECT, with
-  ``partitionedBy`` (plain columns), ``tableProperty`` (``location`` and ``comment`` included);
+  ``partitionedBy`` (plain columns), ``clusterBy``, ``tableProperty`` (``location`` and ``comment`` included);
 * ``append()``; ``overwrite(condition)``: the rows matching the condition are replaced (Delta's
   ``replaceWhere``, the new rows checked against it); ``overwritePartitions()``: dynamic partition
   overwrite.
@@ -41,6 +41,7 @@ def _state(writer: Any) -> dict[str, Any] | None:
             "options": dict(w.options),
             "properties": dict(w.table_properties),
             "partitioning": list(w.partitioning_columns or []),
+            "clustering": list(w.clustering_columns or []) or None,
         }
     return writer.__dict__.get(_STATE)  # type: ignore[no-any-return]
 
@@ -116,6 +117,7 @@ def _run(writer: Any, action: str, condition: Any = None) -> bool:
             properties=props,
             comment=comment,
             data=df,
+            cluster_by=state.get("clustering"),
         )
         return True
     assert path is not None
@@ -161,6 +163,7 @@ def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
             "options": {},
             "properties": {},
             "partitioning": [],
+            "clustering": None,
         }
 
     return __init__
@@ -183,6 +186,8 @@ def _mirror(field: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     state["options"].update(kwargs)
                 elif field == "property":
                     state["properties"][str(args[0])] = args[1]
+                elif field == "clustering":
+                    state["clustering"] = [str(a) for a in args]
                 else:
                     state["partitioning"] = list(args)
             return out
@@ -205,4 +210,5 @@ V2_MIRRORS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
     "options": _mirror("options"),
     "tableProperty": _mirror("property"),
     "partitionedBy": _mirror("partitioning"),
+    "clusterBy": _mirror("clustering"),
 }

@@ -5,8 +5,7 @@ column mapping; delta-spark writes each as a list of name parts, the protocol's 
 strings: both are read). deltamerge writes into clustered tables without clustering: new files have
 no ``clusteringProvider`` and count as unclustered, which the protocol allows, and the statistics it
 writes cover the clustering columns as Delta's do (Delta requires them within the indexed columns).
-It never rewrites files a clustering implementation produced except for a row change (MERGE,
-UPDATE, DELETE); OPTIMIZE compacts unclustered files only (``builders/compaction.py``).
+MERGE, UPDATE and DELETE write unclustered files; OPTIMIZE clusters them (``builders/compaction.py``).
 """
 
 from __future__ import annotations
@@ -56,6 +55,12 @@ def logical_path(schema: Mapping[str, Any], physical: Sequence[str]) -> tuple[st
     return tuple(out)
 
 
+def domain_for(columns: Sequence[Sequence[str]]) -> DomainMetadata:
+    """The clustering domain naming ``columns`` (physical name parts), in delta-spark's form."""
+    payload = {"clusteringColumns": [list(c) for c in columns]}
+    return DomainMetadata(DOMAIN, json.dumps(payload, separators=(",", ":")))
+
+
 def after_schema_change(
     protocol: Protocol, domains: Mapping[str, DomainMetadata], schema: Mapping[str, Any]
 ) -> DomainMetadata | None:
@@ -64,7 +69,33 @@ def after_schema_change(
     columns = clustering_columns(protocol, domains)
     if not columns:
         return None
-    kept = [list(c) for c in columns if logical_path(schema, c) is not None]
-    if len(kept) == len(columns):
+    kept = [c for c in columns if logical_path(schema, c) is not None]
+    return None if len(kept) == len(columns) else domain_for(kept)
+
+
+def for_restore(
+    now_domains: Mapping[str, DomainMetadata],
+    old_protocol: Protocol,
+    old_domains: Mapping[str, DomainMetadata],
+) -> DomainMetadata | None:
+    """RESTORE: the clustering columns of the restored version (none if it had none) when the table
+    has a clustering domain now, as Delta's ``handleDomainMetadataForRestoreTable``."""
+    now = now_domains.get(DOMAIN)
+    if now is None or now.removed:
         return None
-    return DomainMetadata(DOMAIN, json.dumps({"clusteringColumns": kept}, separators=(",", ":")))
+    return domain_for(clustering_columns(old_protocol, old_domains) or [])
+
+
+def for_clone(
+    source_protocol: Protocol,
+    source_domains: Mapping[str, DomainMetadata],
+    target_domains: Mapping[str, DomainMetadata],
+) -> DomainMetadata | None:
+    """CLONE: the source's clustering columns; a replaced target's own ones removed otherwise."""
+    columns = clustering_columns(source_protocol, source_domains)
+    if columns is not None and DOMAIN in source_domains and not source_domains[DOMAIN].removed:
+        return domain_for(columns)
+    old = target_domains.get(DOMAIN)
+    if old is not None and not old.removed:
+        return DomainMetadata(DOMAIN, old.configuration, removed=True)
+    return None

@@ -135,7 +135,8 @@ def _quoted(part: str) -> str:
     return part if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part) else "`" + part.replace("`", "``") + "`"
 
 
-def _eligible(type_json: Any) -> bool:
+def skipping_eligible(type_json: Any) -> bool:
+    """A type data skipping keeps min/max values for (Delta's ``SkippingEligibleDataType``)."""
     return isinstance(type_json, str) and (
         type_json in _SKIPPING_TYPES or decimal_scale(type_json) is not None
     )
@@ -158,7 +159,7 @@ def check_stats_columns(
         if isinstance(type_json, dict) and type_json.get("type") == "struct":
             for f in type_json.get("fields", ()):
                 visit(f"{name}.{_quoted(str(f['name']))}", f["type"], True)
-        elif _eligible(type_json) or inside_struct:  # a struct's other leaves only lack min/max
+        elif skipping_eligible(type_json) or inside_struct:  # a struct's other leaves only lack min/max
             seen.append(name)
         else:
             shown = type_json if isinstance(type_json, str) else type_json.get("type")
