@@ -57,7 +57,7 @@ def test_history_and_describe_read_the_log(spark, table):
     info = json.loads(result.stdout)
     assert info["version"] == 0 and info["numRecords"] == 4
     assert [c["name"] for c in info["schema"]] == ["id", "v", "name"]
-    assert info["properties"] == {"delta.enableChangeDataFeed": "true"}
+    assert info["properties"] == {"delta.enableChangeDataFeed": "true"} and info["clusteringColumns"] == []
     assert "Schema" in _run("describe", table).stdout
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from deltamerge.cli.common import _errors, _iso, _out, _print_json, _print_rows, _table_root
+from deltamerge.clustering_ddl import logical_names
 
 
 def history(
@@ -112,6 +113,7 @@ def describe(
         if all(f.num_records is not None for f in snap.files)
         else None,
         "partitionColumns": list(meta.partition_columns),
+        "clusteringColumns": logical_names(proto, snap.domains, meta.schema),
         "properties": dict(meta.configuration),
         "minReaderVersion": proto.min_reader_version,
         "minWriterVersion": proto.min_writer_version,
