@@ -302,6 +302,22 @@ def violation_from(
     return rules[index].error(values if isinstance(values, dict) else {})
 
 
+def pad_chars(df: DataFrame, schema: StructType) -> DataFrame:
+    """``df`` with its top-level CHAR(n) columns padded with spaces to ``n``, as Spark writes them
+    into Delta tables (a value longer only by trailing spaces is cut to ``n``; a truly longer one
+    was refused by the length check). CHAR fields inside structs are left as given."""
+    widths = {
+        path[0]: n
+        for path, kind, n in char_varchar.length_limits(schema.jsonValue())
+        if kind == "char" and len(path) == 1
+    }
+    if not widths or not any(c in widths for c in df.columns):
+        return df
+    return df.select(
+        *[F.rpad(F.col(_q(c)), widths[c], " ").alias(c) if c in widths else F.col(_q(c)) for c in df.columns]
+    )
+
+
 def enforced_write(
     write: Callable[..., T],
     df: DataFrame,
@@ -316,7 +332,7 @@ def enforced_write(
     the writer's own cleanup runs first (staged files are removed), then the Spark job failure is
     replaced by Delta's error.
     """
-    checked = enforce(df, schema, configuration)
+    checked = pad_chars(enforce(df, schema, configuration), schema)
     if checked is df:
         return write(df, *args, **kwargs)
     try:
