@@ -359,3 +359,22 @@ def test_merge_replace_restore_and_clone(spark, tmp_path: Path) -> None:
     assert "clustering" in DeltaTable.forPath(spark, path).detail().collect()[0]["tableFeatures"]
     deltamerge.sql(spark, f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {clustered_version}")
     assert _detail(spark, path) == ["id"]
+
+
+def test_auto_compaction_clusters(spark, tmp_path: Path) -> None:
+    """As Delta's AutoCompact hook, whose OPTIMIZE picks the clustering strategy on a clustered table."""
+    path = str(tmp_path / "t")
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id BIGINT, k STRING) USING delta CLUSTER BY (k) "
+        "TBLPROPERTIES ('delta.autoOptimize.autoCompact' = 'true')",
+    )
+    with temporary_settings(spark, {"spark.databricks.delta.autoCompact.minNumFiles": "3"}):
+        for i in range(3):
+            rows = spark.range(i * 10, i * 10 + 10, 1, 1).selectExpr("id", "cast(id % 3 AS STRING) AS k")
+            deltamerge.write(rows, path, mode="append")
+    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    assert last.operation == "OPTIMIZE"
+    assert last.operationParameters["auto"] == "true" and last.operationParameters["clusterBy"] == '["k"]'
+    assert {(p, z) for p, _, z in _cube_files(path)} == {("liquid", '["k"]')}
+    assert deltamerge.read(spark, path).count() == 30

@@ -239,7 +239,8 @@ def optimize(
             error_class="DELTA_OPTIMIZE_FULL_NOT_SUPPORTED",
             sql_state="42601",
         )
-    liquid_run = bool(cluster_names) and not purge and auto is None
+    # Clustering columns make OPTIMIZE cluster, auto compaction included (Delta's OptimizeTableStrategy).
+    liquid_run = bool(cluster_names) and not purge
     zorder = None
     if zorder_by or liquid_run:
         from deltamerge.builders.zorder import zorder_columns
@@ -261,9 +262,6 @@ def optimize(
     candidates = [f for f in snapshot.files if keep(f)]
     if auto is not None and auto.partitions is not None:
         candidates = [f for f in candidates if partition_key(f) in auto.partitions]
-    if cluster_names and auto is not None:
-        # auto compaction of a clustered table leaves clustered files to OPTIMIZE
-        candidates = [f for f in candidates if f.clustering_provider is None]
     conf = dict(snapshot.metadata.configuration)
     # The table's target file size wins over the session's maxFileSize (Delta's OptimizeExecutor).
     max_size = replace(
