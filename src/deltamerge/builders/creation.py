@@ -353,6 +353,15 @@ class DeltaColumnBuilder:
         )
 
 
+def _column_names(cols: tuple[Any, ...], what: str) -> list[str]:
+    """The columns of ``partitionedBy`` / ``clusterBy`` (given one by one, or as one list)."""
+    names: Sequence[Any] = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
+    for c in names:
+        if type(c) is not str:
+            raise _type_error(f"{what} column must be str.", [c])
+    return list(names)
+
+
 @dataclass
 class DeltaTableBuilder:
     """delta-spark's ``DeltaTableBuilder``: from ``DeltaTable.create / createIfNotExists / replace /
@@ -422,20 +431,12 @@ class DeltaTableBuilder:
 
     def partitionedBy(self, *cols: str | list[str] | tuple[str, ...]) -> DeltaTableBuilder:
         """Partition columns."""
-        names: Sequence[Any] = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
-        for c in names:
-            if type(c) is not str:
-                raise _type_error("Partitioning column must be str.", [c])
-        self._partition_by = list(names)
+        self._partition_by = _column_names(cols, "Partitioning")
         return self
 
     def clusterBy(self, *cols: str | list[str] | tuple[str, ...]) -> DeltaTableBuilder:
         """Clustering columns (a clustered table: CLUSTER BY); dotted names reach struct fields."""
-        names: Sequence[Any] = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
-        for c in names:
-            if type(c) is not str:
-                raise _type_error("Clustering column must be str.", [c])
-        self._cluster_by = list(names)
+        self._cluster_by = _column_names(cols, "Clustering")
         return self
 
     def property(self, key: str, value: str) -> DeltaTableBuilder:

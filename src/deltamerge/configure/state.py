@@ -95,24 +95,23 @@ def mirror_mode(original: Callable[..., Any]) -> Callable[..., Any]:
     return mode
 
 
-def mirror_partition_by(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def partitionBy(self: Any, *cols: Any) -> Any:
-        flat = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
-        self.__dict__[_PARTS] = [str(c) for c in flat]
-        return original(self, *cols)
+def _recording(key: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a writer's ``partitionBy`` / ``clusterBy``: record the columns (the JVM keeps its own)."""
 
-    return partitionBy
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def method(self: Any, *cols: Any) -> Any:
+            flat = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
+            self.__dict__[key] = [str(c) for c in flat]
+            return original(self, *cols)
+
+        return method
+
+    return wrap
 
 
-def mirror_cluster_by(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def clusterBy(self: Any, *cols: Any) -> Any:
-        flat = cols[0] if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
-        self.__dict__[_CLUSTER] = [str(c) for c in flat]
-        return original(self, *cols)
-
-    return clusterBy
+mirror_partition_by = _recording(_PARTS)
+mirror_cluster_by = _recording(_CLUSTER)
 
 
 def writer_clustering(writer: Any) -> list[str] | None:
