@@ -9,6 +9,7 @@ skipping can use (clustering is only worth its cost where files can be skipped).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +31,8 @@ FEATURE_PROPERTY = {FEATURE_PROPERTY_PREFIX + CLUSTERING: "supported"}
 
 
 def _quoted(part: str) -> str:
-    plain = part.replace("_", "a").isalnum() and not part[:1].isdigit()
+    # Spark's quoteIfNeeded: word characters only and not all digits stay bare.
+    plain = re.fullmatch(r"[a-zA-Z0-9_]+", part) is not None and not part.isdigit()
     return part if plain else "`" + part.replace("`", "``") + "`"
 
 
