@@ -302,20 +302,39 @@ def violation_from(
     return rules[index].error(values if isinstance(values, dict) else {})
 
 
+def _padded(value: Column, tree: dict[str, Any]) -> Column:
+    """``value`` with the CHAR leaves of ``tree`` (name -> width, or a subtree for a struct field)
+    padded; a null struct stays null (``withField`` keeps it)."""
+    for name, spec in tree.items():
+        field = value.getField(name)
+        inner = F.rpad(field, spec, " ") if isinstance(spec, int) else _padded(field, spec)
+        value = value.withField(_q(name), inner)
+    return value
+
+
 def pad_chars(df: DataFrame, schema: StructType) -> DataFrame:
-    """``df`` with its top-level CHAR(n) columns padded with spaces to ``n``, as Spark writes them
-    into Delta tables (a value longer only by trailing spaces is cut to ``n``; a truly longer one
-    was refused by the length check). CHAR fields inside structs are left as given."""
-    widths = {
-        path[0]: n
-        for path, kind, n in char_varchar.length_limits(schema.jsonValue())
-        if kind == "char" and len(path) == 1
-    }
-    if not widths or not any(c in widths for c in df.columns):
+    """``df`` with its CHAR(n) values padded with spaces to ``n``, at the top level and inside
+    structs, as Spark writes them into Delta tables (a value longer only by trailing spaces is cut
+    to ``n``; a truly longer one was refused by the length check)."""
+    tree: dict[str, Any] = {}
+    for path, kind, n in char_varchar.length_limits(schema.jsonValue()):
+        if kind != "char":
+            continue
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = n
+    if not any(c in tree for c in df.columns):
         return df
-    return df.select(
-        *[F.rpad(F.col(_q(c)), widths[c], " ").alias(c) if c in widths else F.col(_q(c)) for c in df.columns]
-    )
+
+    def column(c: str) -> Column:
+        spec = tree.get(c)
+        if spec is None:
+            return F.col(_q(c))
+        value = F.rpad(F.col(_q(c)), spec, " ") if isinstance(spec, int) else _padded(F.col(_q(c)), spec)
+        return value.alias(c)
+
+    return df.select(*[column(c) for c in df.columns])
 
 
 def enforced_write(

@@ -284,6 +284,35 @@ def test_char_and_varchar_columns(spark, tmp_path):
     assert rows == [(1, "abc", "x "), (2, "de  ", None)]  # CHAR stored padded, as Spark writes it
 
 
+def test_char_padding_inside_structs(spark, tmp_path):
+    """CHAR fields are padded inside structs too (a null struct stays null), and a struct field name
+    that needs quoting (``a.b``) is quoted in the declared type Spark parses on read."""
+    path = str(tmp_path / "nested")
+    t = f"delta.`{path}`"
+    _sql(
+        spark,
+        f"CREATE TABLE {t} (id INT, c CHAR(3), s STRUCT<x: CHAR(4), `a.b`: CHAR(2), "
+        "u: STRUCT<y: CHAR(3), z: INT>, v: VARCHAR(3)>) USING delta",
+    )
+    _sql(
+        spark,
+        f"INSERT INTO {t} VALUES (1, 'a', named_struct('x', 'p', 'a.b', 'q', 'u', named_struct('y', 'r', "
+        "'z', 1), 'v', 'w')), (2, NULL, NULL), (3, 'bb ', named_struct('x', NULL, 'a.b', 'qq', 'u', NULL, "
+        "'v', NULL))",
+    )
+    want = [
+        {"id": 1, "c": "a  ", "s": {"x": "p   ", "a.b": "q ", "u": {"y": "r  ", "z": 1}, "v": "w"}},
+        {"id": 2, "c": None, "s": None},
+        {"id": 3, "c": "bb ", "s": {"x": None, "a.b": "qq", "u": None, "v": None}},
+    ]
+    stored = sorted(RsTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert stored == want
+    read = sorted(
+        (r.asDict(recursive=True) for r in deltamerge.read(spark, path).collect()), key=lambda r: r["id"]
+    )
+    assert read == want
+
+
 def test_names_starting_with_a_digit(spark, tmp_path):
     """Spark's unquoted names may start with a digit (``1tbl``, ``2col``): ALTER TABLE and DESCRIBE
     HISTORY must find the table (they took ``1tbl`` for ``tbl``) and columns may be named so."""

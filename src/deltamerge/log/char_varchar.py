@@ -33,6 +33,12 @@ def _has(t: Any) -> bool:
     return False
 
 
+def _quote_if_needed(name: str) -> str:
+    # Spark's quoteIfNeeded: a field name that is not a plain word is quoted in a catalog string.
+    plain = re.fullmatch(r"[a-zA-Z0-9_]+", name) is not None and not name.isdigit()
+    return name if plain else "`" + name.replace("`", "``") + "`"
+
+
 def _catalog_string(t: Any) -> str:
     """A Delta JSON type as Spark's ``catalogString`` (``array<varchar(3)>``, ``struct<a:char(2)>``)."""
     if isinstance(t, str):
@@ -44,7 +50,9 @@ def _catalog_string(t: Any) -> str:
     if kind == "map":
         return f"map<{_catalog_string(t['keyType'])},{_catalog_string(t['valueType'])}>"
     if kind == "struct":
-        inner = ",".join(f"{f['name']}:{_catalog_string(f['type'])}" for f in t.get("fields", ()))
+        inner = ",".join(
+            f"{_quote_if_needed(str(f['name']))}:{_catalog_string(f['type'])}" for f in t.get("fields", ())
+        )
         return f"struct<{inner}>"
     return str(kind)
 
