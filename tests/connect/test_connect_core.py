@@ -695,7 +695,10 @@ def test_clustered_tables(connect_spark, tmp_path):
         frame.write.format("delta").clusterBy("k").save(saved)
         with pytest.raises(DeltaMergeError, match="DELTA_CLUSTERING_COLUMNS_MISMATCH"):
             frame.write.format("delta").mode("append").clusterBy("id").save(saved)
-        frame.writeTo("connect_clustered").using("delta").clusterBy("id").create()
+        # a location of its own: the Connect server's warehouse is shared by test runs
+        v2 = str(tmp_path / "v2")
+        writer = frame.writeTo("connect_clustered").using("delta").tableProperty("location", v2)
+        writer.clusterBy("id").create()
         detail = DeltaTable.forName(spark, "connect_clustered").detail().collect()[0]
         assert detail["clusteringColumns"] == ["id"]
     finally:
