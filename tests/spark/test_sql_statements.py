@@ -284,6 +284,51 @@ def test_char_and_varchar_columns(spark, tmp_path):
     assert rows == [(1, "abc", "x "), (2, "de  ", None)]  # CHAR stored padded, as Spark writes it
 
 
+def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
+    """Delta's verifyTableMetadata: CREATE TABLE over an existing table (a path, or a new name with
+    its LOCATION) succeeds without a commit when the columns, partitioning, clustering and
+    properties it gives match the table, and names the difference otherwise."""
+    path = str(tmp_path / "t")
+    t = f"delta.`{path}`"
+    columns = "id BIGINT NOT NULL, s STRUCT<a: INT, b: STRING> COMMENT 'payload', c CHAR(3), p STRING"
+    _sql(
+        spark,
+        f"CREATE TABLE {t} ({columns}) USING delta PARTITIONED BY (p) "
+        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.appendOnly' = 'false')",
+    )
+    _sql(spark, f"CREATE TABLE {t} ({columns}) USING delta PARTITIONED BY (p)")
+    _sql(spark, f"CREATE TABLE {t} USING delta")  # nothing specified: nothing to compare
+    props = "TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.appendOnly' = 'false')"
+    _sql(
+        spark, f"CREATE TABLE existing_t ({columns}) USING delta PARTITIONED BY (p) LOCATION '{path}' {props}"
+    )
+    try:
+        assert DeltaTable.forName(spark, "existing_t").version() == 0
+    finally:
+        deltamerge.unregister_table(spark, "existing_t")
+    assert DeltaTable.forPath(spark, path).version() == 0
+    for statement, error_class in [
+        (f"({columns.replace('id BIGINT', 'id INT')}) USING delta PARTITIONED BY (p)", "SCHEME_MISMATCH"),
+        (f"({columns.replace(' NOT NULL', '')}) USING delta PARTITIONED BY (p)", "SCHEME_MISMATCH"),
+        (f"({columns.replace(', p STRING', '')}) USING delta", "SCHEME_MISMATCH"),
+        (f"({columns.replace('payload', 'other')}) USING delta PARTITIONED BY (p)", "SCHEME_MISMATCH"),
+        (f"({columns}) USING delta", "WITH_DIFFERENT_PARTITIONING"),
+        ("USING delta TBLPROPERTIES ('delta.appendOnly' = 'true')", "WITH_DIFFERENT_PROPERTY"),
+    ]:
+        with pytest.raises(DeltaMergeError, match=f"DELTA_CREATE_TABLE_{error_class}"):
+            _sql(spark, f"CREATE TABLE {t} {statement}")
+    assert DeltaTable.forPath(spark, path).version() == 0
+    clustered = str(tmp_path / "c")
+    _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta CLUSTER BY (k)")
+    _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta CLUSTER BY (k)")
+    with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_DIFFERENT_CLUSTERING"):
+        _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta CLUSTER BY (id)")
+    with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_DIFFERENT_CLUSTERING"):
+        _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta")
+    with pytest.raises(DeltaMergeError, match="DELTA_TABLE_ALREADY_EXISTS"):  # CTAS over a table
+        _sql(spark, f"CREATE TABLE delta.`{clustered}` USING delta AS SELECT 1L AS id, 'a' AS k")
+
+
 def test_char_padding_inside_structs(spark, tmp_path):
     """CHAR fields are padded inside structs too (a null struct stays null), and a struct field name
     that needs quoting (``a.b``) is quoted in the declared type Spark parses on read."""

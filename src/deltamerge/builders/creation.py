@@ -18,6 +18,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 from deltamerge import catalog, clustering_ddl, column_defaults
 from deltamerge.builders import auto_compaction
 from deltamerge.builders.common import discard, write_data
+from deltamerge.builders.existing import verify as verify_existing
 from deltamerge.errors import (
     AnalysisError,
     InvalidArgumentError,
@@ -142,15 +143,15 @@ def create_table(
             catalog.register_table(spark, view, root)
         return root
     if exists and mode == "create":
-        # CREATE TABLE name LOCATION '<existing table>' without columns registers the existing table.
-        if (
-            view is not None
-            and location is not None
-            and schema is None
-            and data is None
-            and not catalog.path_for_name(view)
-        ):
-            catalog.register_table(spark, view, root)
+        # CREATE TABLE over an existing table at a given location (Delta's verifyTableMetadata):
+        # what the statement specifies must match the table; then the name is registered and
+        # nothing is committed.
+        registered = view is not None and catalog.path_for_name(view)
+        if location is not None and data is None and not registered and txn.snapshot is not None:
+            given = schema_string(schema) if schema is not None and schema.fields else None
+            verify_existing(txn.snapshot, root, given, partition_by, clustered_by, properties)
+            if view is not None:
+                catalog.register_table(spark, view, root)
             return root
         raise TableAlreadyExistsError(
             f"Cannot create table {shown}: it already exists at {root}. Use createIfNotExists / "
