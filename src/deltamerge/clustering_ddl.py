@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from deltamerge.errors import AnalysisError, UnsupportedOperationError
@@ -18,10 +19,17 @@ from deltamerge.log import clustering
 from deltamerge.log.actions import DomainMetadata
 from deltamerge.log.protocol import CLUSTERING, FEATURE_PROPERTY_PREFIX
 from deltamerge.stats.schema import physical_name, skipping_eligible, stats_columns, uses_column_mapping
+from deltamerge.txn.transaction import OptimisticTransaction
 
 __all__ = [
-    "check_count", "check_matches", "check_no_feature_property", "columns_for", "domain", "logical_names",
-    "reject_partitioning", "shown",
+    "check_count",
+    "check_matches",
+    "check_no_feature_property",
+    "cluster",
+    "columns_for",
+    "logical_names",
+    "reject_partitioning",
+    "shown",
 ]  # fmt: skip
 
 LIMIT_KEY = "spark.databricks.delta.clusteredTable.numClusteringColumnsLimit"
@@ -145,9 +153,18 @@ def logical_names(protocol: Any, domains: Mapping[str, Any], schema: Mapping[str
     return out
 
 
-def domain(meta: Any, names: Sequence[Sequence[str]], get: Callable[[str], str | None]) -> DomainMetadata:
-    """The clustering domain of a table with metadata ``meta`` (after its update) clustered by
-    ``names``; checked as :func:`columns_for` checks."""
+def cluster(
+    txn: OptimisticTransaction, names: Sequence[Sequence[str]], get: Callable[[str], str | None]
+) -> DomainMetadata:
+    """The clustering domain that makes the table of ``txn`` (its metadata as the commit leaves it)
+    clustered by ``names``, checked as :func:`columns_for` checks. A table that is not clustered
+    yet gets the feature property, which the transaction turns into the writer features."""
+    meta = txn.metadata
+    assert meta is not None
+    if txn.protocol is None or not clustering.is_clustered(txn.protocol):
+        txn.update_metadata(replace(meta, configuration={**meta.configuration, **FEATURE_PROPERTY}))
+        meta = txn.metadata
+        assert meta is not None
     physical = columns_for(meta.schema, meta.partition_columns, meta.configuration, names, get)
     return clustering.domain_for(physical)
 

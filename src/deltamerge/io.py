@@ -28,7 +28,6 @@ from deltamerge.identity import extremes as identity_extremes
 from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
 from deltamerge.log.actions import Action, AddFile, DomainMetadata, Metadata
-from deltamerge.log.clustering import is_clustered
 from deltamerge.log.column_mapping import is_mapped
 from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
@@ -226,8 +225,6 @@ def write(
         # A new table takes Delta's session defaults; the given properties win.
         conf = table_property_defaults(spark) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
         conf.update(properties)
-        if cluster is not None:
-            conf.update(clustering_ddl.FEATURE_PROPERTY)
         meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
         txn.update_metadata(
             Metadata(
@@ -240,7 +237,7 @@ def write(
         )
         data = _cast_to(df, schema)
         if cluster is not None:
-            cluster_domain = clustering_ddl.domain(txn.metadata, cluster, conf_getter(spark))
+            cluster_domain = clustering_ddl.cluster(txn, cluster, conf_getter(spark))
     else:
         meta = txn.metadata
         assert meta is not None
@@ -265,12 +262,7 @@ def write(
         schema = final
         if cluster is not None and overwrite:  # an overwrite sets the clustering, as in Delta
             clustering_ddl.reject_partitioning(cluster, parts)
-            current = txn.metadata
-            assert current is not None
-            if not is_clustered(txn.protocol):  # type: ignore[arg-type]
-                features = clustering_ddl.FEATURE_PROPERTY
-                txn.update_metadata(replace(current, configuration={**current.configuration, **features}))
-            cluster_domain = clustering_ddl.domain(txn.metadata, cluster, conf_getter(spark))
+            cluster_domain = clustering_ddl.cluster(txn, cluster, conf_getter(spark))
     meta = txn.metadata
     assert meta is not None
     ts_parts = [f.name for f in schema.fields if f.name in parts and f.dataType.typeName() == "timestamp"]

@@ -82,12 +82,8 @@ def cluster_by(spark: SparkSession, path: str, names: list[list[str]]) -> None:
             sql_state="42000",
         )
     old = clustering_ddl.logical_names(protocol, snapshot.domains, meta.schema)
-    physical = clustering_ddl.columns_for(meta.schema, (), meta.configuration, names, get)
-    if not was_clustered:
-        txn.update_metadata(
-            replace(meta, configuration={**meta.configuration, **clustering_ddl.FEATURE_PROPERTY})
-        )
+    domain = clustering_ddl.cluster(txn, names, get)
     new = [clustering_ddl.shown(n) for n in names]
     params = {"oldClusteringColumns": ",".join(old), "newClusteringColumns": ",".join(new)}
-    txn.commit([clustering.domain_for(physical)], Operation("CLUSTER BY", params, {}, changes_data=False))
+    txn.commit([domain], Operation("CLUSTER BY", params, {}, changes_data=False))
     catalog.refresh_views(spark, path)

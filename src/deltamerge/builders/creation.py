@@ -184,8 +184,6 @@ def create_table(
     validate_identity(schema, parts)
     conf = {} if replacing else table_property_defaults(spark)
     conf.update(properties)
-    if clustered_by is not None:
-        conf.update(clustering_ddl.FEATURE_PROPERTY)  # the transaction makes it a protocol feature
     txn.update_metadata(
         Metadata(
             id="",
@@ -199,12 +197,7 @@ def create_table(
     actions: list[Action] = []
     cluster_names: list[str] = []
     if clustered_by is not None:
-        meta = txn.metadata
-        assert meta is not None
-        physical = clustering_ddl.columns_for(
-            meta.schema, meta.partition_columns, meta.configuration, clustered_by, conf_getter(spark)
-        )
-        actions.append(clustering.domain_for(physical))
+        actions.append(clustering_ddl.cluster(txn, clustered_by, conf_getter(spark)))
         cluster_names = [clustering_ddl.shown(c) for c in clustered_by]
     elif was_clustered:  # Delta: a replacement without CLUSTER BY keeps the feature, no columns
         actions.append(clustering.domain_for([]))
