@@ -191,6 +191,13 @@ def _uuid_from_dv_path(path_or_inline_dv: str) -> tuple[str, uuid.UUID]:
     return prefix, uuid.UUID(bytes=raw)
 
 
+def dv_relative_path(descriptor: DeletionVectorDescriptor) -> str:
+    """Where a ``u`` (table-relative) DV file lives, relative to the table root."""
+    prefix, dv_uuid = _uuid_from_dv_path(descriptor.path_or_inline_dv)
+    name = f"deletion_vector_{dv_uuid}.bin"
+    return f"{prefix}/{name}" if prefix else name
+
+
 def dv_file_path(table_root: str, descriptor: DeletionVectorDescriptor) -> str:
     """The local file holding an on-disk DV (``u``: ``<root>/<prefix>/deletion_vector_<uuid>.bin``; ``p``)."""
     if descriptor.storage_type == "u":

@@ -72,6 +72,13 @@ class UnsupportedFeatureError(ProtocolError):
     """A reader or writer table feature that deltamerge does not implement."""
 
 
+class TableFeatureError(ProtocolError):
+    """A table feature cannot be dropped (yet): Delta's ``DeltaTableFeatureException``."""
+
+    error_class = "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"
+    sql_state = "0AKDC"
+
+
 class SchemaMismatchError(DeltaMergeError):
     """Data written does not fit the table schema."""
 

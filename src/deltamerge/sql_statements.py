@@ -8,7 +8,8 @@
   overwritten with ``deltamerge.write`` after Spark's by-position store assignment;
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
   with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
-* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``ADD CONSTRAINT c CHECK (...)``,
+* ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``DROP FEATURE f [TRUNCATE HISTORY]``,
+  ``ADD CONSTRAINT c CHECK (...)``,
   ``DROP CONSTRAINT [IF EXISTS] c`` (column clauses: ``sql_alter``),
   ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``,
   ``VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN]`` (modifiers in any order),
@@ -58,6 +59,11 @@ _NAME = r"(?P<name>`(?:[^`]|``)+`|\w+)"
 _ADD_CONSTRAINT = re.compile(rf"ADD\s+CONSTRAINT\s+{_NAME}\s+CHECK\s*\((?P<expr>.*)\)", FLAGS)
 _DROP_CONSTRAINT = re.compile(rf"DROP\s+CONSTRAINT\s+(?P<ifexists>IF\s+EXISTS\s+)?{_NAME}", FLAGS)
 _UNSET_PROPS = re.compile(r"UNSET\s+TBLPROPERTIES\s+(?P<ifexists>IF\s+EXISTS\s+)?\((?P<props>.*)\)", FLAGS)
+_DROP_FEATURE = re.compile(
+    r"DROP\s+FEATURE\s+(?P<feature>`(?:[^`]|``)+`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+)"
+    r"(?P<truncate>\s+TRUNCATE\s+HISTORY)?",
+    FLAGS,
+)
 _CLUSTER_BY = re.compile(r"CLUSTER\s+BY\s+(?:NONE|\((?P<columns>.*)\))", FLAGS)
 _DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", FLAGS)
 _INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", FLAGS)
@@ -89,6 +95,16 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
             exists = bool(c.group("ifexists"))
             constraint_ddl.drop_constraint(spark, path, name, if_exists=exists, table_name=shown)
         return empty_frame(spark)
+    if (c := _DROP_FEATURE.fullmatch(rest)) is not None:
+        from deltamerge.feature_drop import drop_feature
+
+        feature = c.group("feature")
+        if feature[0] == "`":
+            feature = feature[1:-1].replace("``", "`")
+        elif feature[0] in "'\"":
+            feature = _unquote(feature)
+        drop_feature(spark, path, feature, truncate_history=bool(c.group("truncate")))
+        return empty_frame(spark)
     if (c := _CLUSTER_BY.fullmatch(rest)) is not None:
         from deltamerge.table_properties import cluster_by
 
@@ -103,7 +119,7 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
             return empty_frame(spark)
         raise UnsupportedOperationError(
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
-            "SET / UNSET TBLPROPERTIES, ADD / DROP CONSTRAINT, CLUSTER BY, ADD COLUMNS, RENAME "
+            "SET / UNSET TBLPROPERTIES, ADD / DROP CONSTRAINT, DROP FEATURE, CLUSTER BY, ADD COLUMNS, RENAME "
             "COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
         )
     if set_m is not None:

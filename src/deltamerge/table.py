@@ -483,6 +483,18 @@ class DeltaTable:
             raise ValueError(f"The featureName needs to be a string but got '{type(featureName)}'.")
         set_properties(self._spark, self._path, {f"delta.feature.{featureName}": "supported"})
 
+    def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
+        """Drop a table feature from the protocol (``ALTER TABLE ... DROP FEATURE name [TRUNCATE
+        HISTORY]``): its traces are removed first, then the protocol is normalized to its weakest
+        form, e.g. ``(1,7,{appendOnly, invariants, checkConstraints})`` to ``(1,3)``."""
+        from deltamerge.feature_drop import drop_feature
+
+        if not isinstance(featureName, str):
+            raise ValueError(f"featureName needs to be a string but got '{type(featureName)}'.")
+        if truncateHistory is not None and not isinstance(truncateHistory, bool):
+            raise ValueError(f"truncateHistory needs to be a boolean but got '{type(truncateHistory)}'.")
+        drop_feature(self._spark, self._path, featureName, truncate_history=bool(truncateHistory))
+
     def optimize(self) -> DeltaOptimizeBuilder:
         """Builder for OPTIMIZE: ``.where(partition_filter)``, then ``.executeCompaction()``."""
         from deltamerge.builders import DeltaOptimizeBuilder

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from deltamerge import catalog, clustering_ddl
 from deltamerge.errors import AnalysisError
-from deltamerge.log import clustering, table_config
+from deltamerge.log import clustering, column_mapping, table_config
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import conf_getter, user_properties
 from deltamerge.txn.operations import Operation
@@ -33,6 +33,20 @@ def set_properties(spark: SparkSession, path: str, props: dict[str, str]) -> Non
         )
     clustering_ddl.check_no_feature_property(props, alter=True)
     props = user_properties(spark, props)
+    mode_key = next((k for k in props if k.lower() == column_mapping.MODE.lower()), None)
+    if (
+        mode_key is not None
+        and str(props[mode_key]).strip().lower() == "none"
+        and _removes_mapping(spark, path)
+    ):
+        # Delta's RemoveColumnMappingCommand: every file is rewritten under the logical names
+        from deltamerge.feature_drop import remove_column_mapping
+
+        remove_column_mapping(spark, path, drop_property=False)
+        props = {k: v for k, v in props.items() if k != mode_key}
+        if not props:
+            catalog.refresh_views(spark, path)
+            return
     txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
     meta = txn.metadata
     assert meta is not None
@@ -44,11 +58,19 @@ def set_properties(spark: SparkSession, path: str, props: dict[str, str]) -> Non
 def unset_properties(spark: SparkSession, path: str, keys: list[str], *, if_exists: bool) -> None:
     """Commit ``UNSET TBLPROPERTIES`` of ``keys`` (``DELTA_UNSET_NON_EXISTENT_PROPERTY`` for a key
     the table does not have, unless ``if_exists``)."""
+    keys = [table_config.canonical_key(k) for k in keys]  # as Delta normalises them
+    if column_mapping.MODE in keys and _removes_mapping(spark, path):
+        from deltamerge.feature_drop import remove_column_mapping
+
+        remove_column_mapping(spark, path, drop_property=True)
+        keys = [k for k in keys if k != column_mapping.MODE]
+        if not keys:
+            catalog.refresh_views(spark, path)
+            return
     txn = OptimisticTransaction(DeltaLog.for_table(path), conf=conf_getter(spark))
     meta = txn.metadata
     assert meta is not None
     conf = dict(meta.configuration)
-    keys = [table_config.canonical_key(k) for k in keys]  # as Delta normalises them
     missing = [k for k in keys if k not in conf]
     if missing and not if_exists:
         raise AnalysisError(
@@ -61,6 +83,14 @@ def unset_properties(spark: SparkSession, path: str, keys: list[str], *, if_exis
     txn.update_metadata(replace(meta, configuration=conf))
     txn.commit([], op)
     catalog.refresh_views(spark, path)
+
+
+def _removes_mapping(spark: SparkSession, path: str) -> bool:
+    """Whether setting the column mapping mode to none (or unsetting it) removes column mapping:
+    the table has it and ``spark.databricks.delta.columnMapping.allowRemoval`` (on by default)."""
+    allowed = str(conf_getter(spark)("spark.databricks.delta.columnMapping.allowRemoval") or "true")
+    current = DeltaLog.for_table(path).update().metadata.configuration
+    return allowed.strip().lower() == "true" and column_mapping.mode_of(current) != "none"
 
 
 def cluster_by(spark: SparkSession, path: str, names: list[list[str]]) -> None:

@@ -614,6 +614,11 @@ def test_column_mapping(connect_spark, path):
     back = deltamerge.read(spark, path)
     assert back.columns == ["id", "note", "s", "part"] and back.schema["s"].dataType.names == ["alpha", "b"]
     assert sorted(tuple(r) for r in back.collect())[1] == (2, None, (20, "yy"), "p2")
+    # DROP FEATURE over Connect: every file rewritten under the logical names
+    before = sorted(tuple(r) for r in back.collect())
+    DeltaTable.forPath(spark, path).dropFeatureSupport("columnMapping")
+    assert "delta.columnMapping" not in str(snapshot_for(path).metadata.schema)
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == before
 
 
 def test_optimize_zorder(connect_spark, path):

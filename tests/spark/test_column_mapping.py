@@ -17,6 +17,7 @@ from deltamerge import DeltaTable
 from deltamerge.cdf_read import read_changes
 from deltamerge.errors import DeltaMergeError
 from deltamerge.io import snapshot_for
+from deltamerge.spark.session import temporary_settings
 
 pytestmark = pytest.mark.spark
 
@@ -272,11 +273,12 @@ def test_changing_the_mode_of_a_mapped_table_is_refused(spark, tmp_path) -> None
     path = str(tmp_path / "t")
     _create(spark, path, "name")
     version = snapshot_for(path).version
-    for mode in ("id", "none"):
-        with pytest.raises(DeltaMergeError, match="column mapping mode"):
-            deltamerge.sql(
-                spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = '{mode}')"
-            )
+    alter = f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = '{{}}')"
+    with pytest.raises(DeltaMergeError, match="column mapping mode"):
+        deltamerge.sql(spark, alter.format("id"))
+    no_removal = temporary_settings(spark, {"spark.databricks.delta.columnMapping.allowRemoval": "false"})
+    with no_removal, pytest.raises(DeltaMergeError, match="column mapping mode"):
+        deltamerge.sql(spark, alter.format("none"))
     with pytest.raises(DeltaMergeError, match="DELTA_MODE_NOT_SUPPORTED"):
         deltamerge.write(
             spark.range(1),
@@ -285,6 +287,16 @@ def test_changing_the_mode_of_a_mapped_table_is_refused(spark, tmp_path) -> None
         )
     assert snapshot_for(path).version == version
     assert not os.path.exists(str(tmp_path / "bad" / "_delta_log"))
+    # mode none removes column mapping, as Delta's RemoveColumnMappingCommand: every file is
+    # rewritten under the logical names, the schema loses the mapping metadata
+    rows = _rows(spark, path)
+    deltamerge.sql(spark, alter.format("none"))
+    snap = snapshot_for(path)
+    assert snap.metadata.configuration["delta.columnMapping.mode"] == "none"
+    assert "delta.columnMapping.maxColumnId" not in snap.metadata.configuration
+    assert "delta.columnMapping" not in json.dumps(snap.metadata.schema)
+    assert _rows(spark, path) == rows
+    assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "REMOVE COLUMN MAPPING"
 
 
 def test_tables_of_delta_rs_are_read_and_merged(spark, tmp_path) -> None:

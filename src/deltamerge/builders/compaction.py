@@ -406,6 +406,60 @@ def optimize(
     return spark.createDataFrame([("file:" + table_root, row)], OPTIMIZE_SCHEMA)
 
 
+def rewrite(
+    spark: SparkSession, txn: OptimisticTransaction, files: Sequence[AddFile], operation: Operation
+) -> int:
+    """Rewrite ``files`` in one commit of ``operation`` without a data change: rows are read as the
+    transaction's snapshot has them and written as its new metadata says (DROP FEATURE's removal
+    of column mapping, its rewrite of files from before a type widening). One file per partition;
+    row ids and commit versions are kept. Returns the committed version."""
+    from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
+
+    snapshot, meta = txn.snapshot, txn.metadata
+    assert snapshot is not None and meta is not None
+    root = snapshot.table_root
+    tracking = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
+    hidden = tracking.names if tracking else None
+    schema = to_spark_schema(meta.schema_string)
+    tight = True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None
+    groups: dict[PartitionKey, list[AddFile]] = {}
+    for f in files:
+        groups.setdefault(partition_key(f), []).append(f)
+    added: list[AddFile] = []
+    try:
+        for group in groups.values():
+            df = scan(
+                spark,
+                root,
+                snapshot.metadata.schema,
+                snapshot.metadata.partition_columns,
+                group,
+                row_tracking=hidden,
+            )
+            if hidden:
+                df = df.withColumnsRenamed(dict(zip(ROW_TRACKING_COLS, hidden, strict=True)))
+            added += write_data(
+                spark,
+                root,
+                df.repartition(1),
+                schema,
+                tuple(meta.partition_columns),
+                dict(meta.configuration),
+                data_change=False,
+                tight_bounds=tight,
+                metadata=meta,
+            )
+        ts = now_ms()
+        txn.add_read_files(files)
+        version = txn.commit([*added, *(f.remove(ts, data_change=False) for f in files)], operation)
+    except BaseException:
+        if txn.committed_version is None:
+            discard(root, [a.path for a in added])
+        raise
+    catalog.refresh_views(spark, root)
+    return version
+
+
 @dataclass
 class DeltaOptimizeBuilder:
     """delta-spark's ``DeltaOptimizeBuilder``: ``where(partitionFilter)`` then ``executeCompaction()``."""

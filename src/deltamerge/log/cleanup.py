@@ -39,9 +39,10 @@ class _File:
     mtime: int
 
 
-def cutoff_ms(now_ms: int, retention_ms: int) -> int:
-    """Files last modified at or before this instant are expired (truncated to a UTC day)."""
-    return (now_ms - retention_ms) // DAY_MS * DAY_MS
+def cutoff_ms(now_ms: int, retention_ms: int, granularity_ms: int = DAY_MS) -> int:
+    """Files last modified at or before this instant are expired (truncated to a UTC day, or to
+    a minute for DROP FEATURE ... TRUNCATE HISTORY)."""
+    return (now_ms - retention_ms) // granularity_ms * granularity_ms
 
 
 def expired_log_files(store: LogStore, cutoff: int) -> list[str]:
@@ -123,9 +124,11 @@ def unreferenced_sidecars(store: LogStore, cutoff: int) -> list[str]:
     return out
 
 
-def delete_expired_logs(store: LogStore, retention_ms: int, now_ms: int) -> list[str]:
+def delete_expired_logs(
+    store: LogStore, retention_ms: int, now_ms: int, *, granularity_ms: int = DAY_MS
+) -> list[str]:
     """Delete the expired log files (and then unreferenced old sidecars); returns their names."""
-    cutoff = cutoff_ms(now_ms, retention_ms)
+    cutoff = cutoff_ms(now_ms, retention_ms, granularity_ms)
     expired = expired_log_files(store, cutoff)
     for name in expired:
         store.delete(name)

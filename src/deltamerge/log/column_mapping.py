@@ -80,6 +80,10 @@ def _id(f: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _has_mapping_keys(schema: Mapping[str, Any]) -> bool:
+    return any(_MAPPING_KEYS & set(f.get("metadata") or {}) for _, f in _fields(schema))
+
+
 def is_mapped(schema: Mapping[str, Any]) -> bool:
     """Whether any field of ``schema`` carries a physical name."""
     return any((f.get("metadata") or {}).get(PHYSICAL_NAME) for _, f in _fields(schema))
@@ -102,7 +106,15 @@ def assign(
     out_conf = dict(configuration)
     mode = mode_of(configuration)
     old_mode = mode_of(previous_configuration) if previous_configuration is not None else None
-    if old_mode is not None and old_mode != mode and not (old_mode == "none" and mode == "name"):
+    # none -> name turns mapping on; -> none with the mapping metadata gone is its removal
+    # (DROP FEATURE columnMapping, which rewrites every file under the logical names).
+    removal = mode == "none" and not _has_mapping_keys(schema)
+    if (
+        old_mode is not None
+        and old_mode != mode
+        and not (old_mode == "none" and mode == "name")
+        and not removal
+    ):
         raise UnsupportedOperationError(
             f"Changing column mapping mode from '{old_mode}' to '{mode}' is not supported. Only "
             "'none' to 'name' is; recreate the table to use another mode.",

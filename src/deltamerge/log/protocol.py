@@ -347,6 +347,8 @@ def required_features(configuration: Mapping[str, str], schema_json: Any) -> set
         needed.add(TYPE_WIDENING)
     if _conf_true(conf, "delta.enableInCommitTimestamps"):
         needed.add(IN_COMMIT_TIMESTAMP)
+    if str(conf.get("delta.checkpointPolicy", "")).strip().lower() == "v2":
+        needed.add(V2_CHECKPOINT)  # Delta turns the feature on with the policy
     if _conf_true(conf, "delta.enableRowTracking"):
         needed |= {ROW_TRACKING, DOMAIN_METADATA}
     if _column_mapping_active(conf, schema):

@@ -98,6 +98,77 @@ def file_has_extra_columns(file_path: str, known: frozenset[tuple[str, ...]]) ->
     return any(tuple(p.lower() for p in path) not in known for path in paths)
 
 
+_ARROW_OF = {
+    "byte": pa.int8(),
+    "short": pa.int16(),
+    "integer": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "date": pa.date32(),
+}
+
+
+def _typed_delta_leaves(t: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    kind = t.get("type") if isinstance(t, Mapping) else None
+    if kind == "struct":
+        for f in t.get("fields", ()):
+            yield from _typed_delta_leaves(f["type"], (*path, str(f["name"])))
+    elif kind == "array":
+        yield from _typed_delta_leaves(t["elementType"], (*path, "element"))
+    elif kind == "map":
+        yield from _typed_delta_leaves(t["keyType"], (*path, "key"))
+        yield from _typed_delta_leaves(t["valueType"], (*path, "value"))
+    else:
+        yield path, t
+
+
+def _typed_arrow_leaves(
+    t: pa.DataType, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            yield from _typed_arrow_leaves(t.field(i).type, (*path, t.field(i).name))
+    elif pa.types.is_map(t):
+        yield from _typed_arrow_leaves(t.key_type, (*path, "key"))
+        yield from _typed_arrow_leaves(t.item_type, (*path, "value"))
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        yield from _typed_arrow_leaves(t.value_type, (*path, "element"))
+    else:
+        yield path, t
+
+
+def _holds(delta_type: Any, arrow_type: pa.DataType) -> bool:
+    """Whether a file column of ``arrow_type`` is stored as the table's ``delta_type``."""
+    if not isinstance(delta_type, str):
+        return True
+    if delta_type in _ARROW_OF:
+        return bool(arrow_type == _ARROW_OF[delta_type])
+    if delta_type.startswith("decimal("):
+        precision, scale = (int(x) for x in delta_type[len("decimal(") : -1].split(","))
+        return pa.types.is_decimal(arrow_type) and (arrow_type.precision, arrow_type.scale) == (
+            precision,
+            scale,
+        )
+    if delta_type == "timestamp_ntz":
+        return pa.types.is_timestamp(arrow_type) and arrow_type.tz is None
+    return True
+
+
+def file_has_narrower_types(file_path: str, physical_schema: Mapping[str, Any]) -> bool:
+    """Whether the Parquet file stores a column in another type than the table's (written before
+    the column's type was widened); ``physical_schema`` names columns as the files do. Only the
+    footer is read."""
+    expected = dict(_typed_delta_leaves(physical_schema, ()))
+    arrow_schema = pq.read_schema(file_path)
+    for f in arrow_schema:
+        for path, t in _typed_arrow_leaves(f.type, (f.name,)):
+            want = expected.get(path)
+            if want is not None and not _holds(want, t):
+                return True
+    return False
+
+
 def _column_indexes(
     leaf: StatsLeaf, parquet_paths: Sequence[tuple[str, ...]], exact_length: bool
 ) -> list[int]:

@@ -182,7 +182,7 @@ def backfill(files: Sequence[AddFile]) -> list[AddFile]:
 
 
 #: Operations that rewrite rows and keep their ids (Delta tags their commits).
-_PRESERVING = frozenset({"MERGE", "UPDATE", "DELETE", "OPTIMIZE", "REORG"})
+_PRESERVING = frozenset({"MERGE", "UPDATE", "DELETE", "OPTIMIZE", "REORG", "REMOVE COLUMN MAPPING"})
 
 
 def commit_tags(snapshot: Snapshot | None, operation: str) -> dict[str, str] | None:

@@ -145,6 +145,7 @@ class OptimisticTransaction:
         self._read_app_ids: set[str] = set()
         self._app_txns: dict[str, SetTransaction] = {}
         self._post_commit_hooks: list[PostCommitHook] = []
+        self._version_properties: list[str] = []
         self.committed_version: int | None = None
 
     # --- state -----------------------------------------------------------------------------------
@@ -256,6 +257,11 @@ class OptimisticTransaction:
     def update_protocol(self, protocol: Protocol) -> None:
         """Set an explicit protocol in this commit (e.g. to add a table feature)."""
         self._new_protocol = protocol
+
+    def set_property_to_commit_version(self, key: str) -> None:
+        """Give table property ``key`` the version this commit lands at (decided per attempt, so a
+        retry after a concurrent commit keeps it right): Delta's checkpoint-protection version."""
+        self._version_properties.append(key)
 
     # --- recording reads -------------------------------------------------------------------------
 
@@ -417,6 +423,12 @@ class OptimisticTransaction:
                 configuration[TableProperties.ICT_ENABLEMENT_VERSION.key] = str(version)
                 configuration[TableProperties.ICT_ENABLEMENT_TIMESTAMP.key] = str(in_commit_ts)
                 commit_metadata = replace(metadata, configuration=configuration)
+            if self._version_properties:
+                configuration = {
+                    **commit_metadata.configuration,
+                    **dict.fromkeys(self._version_properties, str(version)),
+                }
+                commit_metadata = replace(commit_metadata, configuration=configuration)
             commit_info = build_commit_info(
                 operation,
                 timestamp=now,
