@@ -11,7 +11,7 @@ written as a Delta table of 1-3 files and read back with ``deltamerge.read``, wh
 paths only file-based sources reach (the source-key summary from the source's file statistics,
 ``merge/source_stats.py``, and the one-task summary of a small file source, ``merge/pruning.py``).
 
-``MERGE_PROPERTY_EXAMPLES`` sets the example count (default 8, which keeps the suite under 20
+``MERGE_PROPERTY_EXAMPLES`` sets the example count (default 5, which keeps the suite under 20
 minutes on 2 cores; ``make test-full`` runs 150); ``MERGE_PROPERTY_RANDOM=1`` draws fresh examples
 (``derandomize`` off; pass ``--hypothesis-seed=N`` to pick the seed) for fuzz campaigns, instead of
 the fixed, reproducible sequence CI runs.
@@ -41,7 +41,7 @@ from strategies import merge_cases
 import oracle
 from merge_variants import VARIANTS
 
-EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "5"))
 RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
 ROW_METRICS = (
     "numTargetRowsInserted",

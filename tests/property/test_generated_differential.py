@@ -26,7 +26,7 @@ from deltamerge import DeltaTable
 
 pytestmark = pytest.mark.spark
 
-EXAMPLES = int(os.environ.get("GENERATED_PROPERTY_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("GENERATED_PROPERTY_EXAMPLES", "6"))
 _COUNTER = itertools.count()
 
 MATCHED = {

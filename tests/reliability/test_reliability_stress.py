@@ -139,7 +139,7 @@ def run_stress(
 @pytest.fixture(scope="module")
 def stress(tmp_path_factory) -> StressRun:  # type: ignore[no-untyped-def]
     workdir = str(tmp_path_factory.mktemp("stress"))
-    run = run_stress(workdir, spark_writers=2, log_writers=2, duration=10, seed=int(time.time()) % 10_000)
+    run = run_stress(workdir, spark_writers=2, log_writers=2, duration=8, seed=int(time.time()) % 10_000)
     print("\nstress summary:", json.dumps(run.summary(), indent=1))
     return run
 

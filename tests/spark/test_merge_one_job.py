@@ -297,6 +297,7 @@ def test_one_job_distrusts_row_counts_below_the_positions(spark, tmp_path, monke
     assert results[0][0] == (3, 2, 0, 1)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
 def test_understated_row_count_never_removes_a_file_whole(spark, tmp_path, variant):
     """A file whose statistics claim 3 rows while it holds 100: masking 3 of its rows is a deletion

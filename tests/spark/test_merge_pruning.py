@@ -956,6 +956,7 @@ def test_expected_matches_of_an_all_null_file():
     assert _expected_matches(ranges[:1], [(0, 9, 10)]) == pytest.approx(10)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("cond", ["t.id = s.id", "t.id <=> s.id", "t.id = s.id AND t.v = s.v"])
 def test_one_task_summary_same_answer(spark, tmp_path, cond):
     """A source small by Spark's estimate (a Parquet read) is summarised in one task with no
@@ -1042,6 +1043,7 @@ def test_partition_column_keys_prune_partitions(spark, tmp_path):
     assert result[1] == 3  # 1/1, 8/1 and n/NULL updated
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("kind", ["string", "date"])
 def test_partition_key_beside_a_data_key_prunes_partitions(spark, tmp_path, kind):
     """ON t.id = s.id AND t.g = s.g on a table partitioned by g whose files all span the whole id
