@@ -33,7 +33,7 @@ from deltamerge import catalog
 from deltamerge.builders import compaction
 from deltamerge.config import parse_interval_ms
 from deltamerge.errors import AnalysisError, TableFeatureError
-from deltamerge.log import column_mapping, feature_removal, table_config
+from deltamerge.log import clustering, column_mapping, feature_removal, table_config
 from deltamerge.log.actions import AddFile, DomainMetadata
 from deltamerge.log.cleanup import delete_expired_logs
 from deltamerge.log.protocol import (
@@ -365,9 +365,13 @@ def remove_column_mapping(spark: SparkSession, path: str, *, drop_property: bool
     new_meta = replace(meta, schema_string=json.dumps(schema, separators=(",", ":")), configuration=conf)
     txn.update_metadata(new_meta)
     assert txn.metadata is not None
-    compaction.rewrite(
-        spark, txn, list(snap.files), Operation("REMOVE COLUMN MAPPING", {}, {}, changes_data=False)
-    )
+    # Clustering columns are stored by physical name: they become the logical names.
+    columns = clustering.clustering_columns(snap.protocol, snap.domains)
+    extra = []
+    if columns:
+        extra.append(clustering.domain_for([clustering.logical_path(meta.schema, c) or c for c in columns]))
+    op = Operation("REMOVE COLUMN MAPPING", {}, {}, changes_data=False)
+    compaction.rewrite(spark, txn, list(snap.files), op, extra)
 
 
 def _field_names(schema: Any) -> list[str]:

@@ -337,3 +337,21 @@ def test_in_commit_timestamps_v2_checkpoints_and_normalization(spark, tmp_path: 
     assert _proto(path)[:2] == (1, 7)
     assert "v2Checkpoint" not in _proto(path)[3]
     assert _rows(spark, path) == [(0,), (1,)]
+
+
+def test_column_mapping_removal_keeps_clustering_columns(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (k BIGINT, g BIGINT) USING delta CLUSTER BY (k) "
+        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
+    )
+    deltamerge.write(spark.range(8).selectExpr("id AS k", "id % 2 AS g"), path, mode="append")
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` RENAME COLUMN k TO key")
+    DeltaTable.forPath(spark, path).dropFeatureSupport("columnMapping")
+    snap = _snap(path)
+    assert json.loads(snap.domains["delta.clustering"].configuration) == {"clusteringColumns": [["key"]]}
+    assert DeltaTable.forPath(spark, path).detail().collect()[0]["clusteringColumns"] == ["key"]
+    deltamerge.sql(spark, f"OPTIMIZE delta.`{path}`")
+    assert {f.clustering_provider for f in _snap(path).files} == {"liquid"}
+    assert _rows(spark, path) == [(i, i % 2) for i in range(8)]

@@ -34,7 +34,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.log.actions import AddFile
+from deltamerge.log.actions import Action, AddFile
 from deltamerge.log.clustering import is_clustered
 from deltamerge.log.column_mapping import physical_schema
 from deltamerge.log.paths import absolute_file_path
@@ -407,12 +407,17 @@ def optimize(
 
 
 def rewrite(
-    spark: SparkSession, txn: OptimisticTransaction, files: Sequence[AddFile], operation: Operation
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    files: Sequence[AddFile],
+    operation: Operation,
+    extra: Sequence[Action] = (),
 ) -> int:
     """Rewrite ``files`` in one commit of ``operation`` without a data change: rows are read as the
     transaction's snapshot has them and written as its new metadata says (DROP FEATURE's removal
     of column mapping, its rewrite of files from before a type widening). One file per partition;
-    row ids and commit versions are kept. Returns the committed version."""
+    row ids and commit versions are kept; ``extra`` actions join the commit. Returns the committed
+    version."""
     from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
 
     snapshot, meta = txn.snapshot, txn.metadata
@@ -451,7 +456,7 @@ def rewrite(
             )
         ts = now_ms()
         txn.add_read_files(files)
-        version = txn.commit([*added, *(f.remove(ts, data_change=False) for f in files)], operation)
+        version = txn.commit([*added, *(f.remove(ts, data_change=False) for f in files), *extra], operation)
     except BaseException:
         if txn.committed_version is None:
             discard(root, [a.path for a in added])
