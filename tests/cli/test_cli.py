@@ -225,6 +225,18 @@ def test_reorg_purges_deleted_rows(spark, tmp_path):
     assert sorted(r[0] for r in deltamerge.read(spark, path).collect()) == [2, 3, 4, 5]
 
 
+def test_drop_feature(spark, tmp_path):
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(3).selectExpr("id"), path, configuration={"delta.enableRowTracking": "true"})
+    result = _run("drop-feature", path, "rowTracking")
+    assert result.exit_code == 0, result.output
+    assert "dropped rowTracking: protocol (1, 7) with appendOnly, domainMetadata, invariants" in result.output
+    result = _run("drop-feature", path, "appendOnly")
+    assert result.exit_code == 1 and "DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE" in result.output
+    result = _run("drop-feature", path, "domainMetadata", "--truncate-history")
+    assert result.exit_code == 1 and "DELTA_FEATURE_DROP_HISTORY_TRUNCATION_NOT_ALLOWED" in result.output
+
+
 def test_demo_runs_the_bundled_demo(monkeypatch, tmp_path):
     import deltamerge.demo
 

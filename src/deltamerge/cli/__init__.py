@@ -1,7 +1,7 @@
 """The ``deltamerge`` command line (typer + rich).
 
 Subcommands: ``demo``, ``merge``, ``explain``, ``history``, ``describe``, ``changes``, ``vacuum``,
-``optimize``, ``reorg``, ``generate``. ``history``, ``describe`` and ``generate`` read the
+``optimize``, ``reorg``, ``drop-feature``, ``generate``. ``history``, ``describe`` and ``generate`` read the
 transaction log only and start no Spark; the others reuse the active SparkSession when there is
 one (``SparkSession.getActiveSession()``), else start a local one (or connect to
 ``--remote sc://host:port`` / ``$SPARK_REMOTE``).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from deltamerge.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, app
 from deltamerge.cli.log_cmds import describe, generate, history
 from deltamerge.cli.merge_cmds import _CLAUSE_HELP, _EXTRA, explain, merge
-from deltamerge.cli.spark_cmds import changes, demo, optimize, reorg, vacuum
+from deltamerge.cli.spark_cmds import changes, demo, drop_feature, optimize, reorg, vacuum
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "app"]
 
@@ -29,4 +29,5 @@ app.command()(changes)
 app.command()(vacuum)
 app.command()(optimize)
 app.command()(reorg)
+app.command("drop-feature")(drop_feature)
 app.command()(generate)

@@ -135,3 +135,28 @@ def reorg(
         with _progress(spark, "REORG"):
             rows = run_optimize(spark, root, [where] if where else [], purge=True).collect()
     _print_metrics(f"REORG {root} APPLY (PURGE)", rows, as_json)
+
+
+def drop_feature(
+    path: str = typer.Argument(..., help="Delta table path."),
+    feature: str = typer.Argument(..., help="Table feature to drop, e.g. deletionVectors."),
+    truncate_history: bool = typer.Option(
+        False, "--truncate-history", help="Delta's TRUNCATE HISTORY way (see ALTER TABLE ... DROP FEATURE)."
+    ),
+) -> None:
+    """ALTER TABLE ... DROP FEATURE: remove FEATURE's traces from PATH, then drop it from the
+    protocol (a reader+writer feature with Delta's fast drop unless --truncate-history)."""
+    from deltamerge.feature_drop import drop_feature as run_drop
+    from deltamerge.log.snapshot import DeltaLog
+
+    root = _table_root(path)
+    with _errors():
+        spark = _spark()
+        with _progress(spark, "DROP FEATURE"):
+            run_drop(spark, root, feature, truncate_history=truncate_history)
+    p = DeltaLog.for_table(root).update().protocol
+    listed = sorted(set(p.reader_features or ()) | set(p.writer_features or ()))
+    typer.echo(
+        f"dropped {feature}: protocol ({p.min_reader_version}, {p.min_writer_version})"
+        + (f" with {', '.join(listed)}" if listed else "")
+    )
