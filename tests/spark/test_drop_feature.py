@@ -185,6 +185,12 @@ def test_truncate_history_drop_then_checkpoint_protection(spark, tmp_path: Path)
     assert _proto(path) == (1, 2, None, None)
     assert list_log(_snap(path).store, 0).commits.keys().__contains__(0) is False  # history truncated
     assert _rows(spark, path) == [(i,) for i in range(3, 10)]
+    # a (1,2) table: delta-rs writes to it again, and deltamerge reads what it wrote
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(path, pa.table({"id": pa.array([42], pa.int64())}), mode="append")
+    assert _rows(spark, path) == [(i,) for i in [*range(3, 10), 42]]
 
     # checkpointProtection: set by a fast drop, removable only by truncating history
     path2 = str(tmp_path / "t2")
