@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -167,6 +168,7 @@ def write(
     overwrite_schema: bool = False,
     options: Mapping[str, str] | None = None,
     cluster_by: Sequence[str] | None = None,
+    operation: tuple[str, dict[str, Any]] | None = None,
 ) -> int | None:
     """Write ``df`` as a Delta table at ``path``; returns the committed version (None if ignored).
 
@@ -176,7 +178,8 @@ def write(
     returning None, when the table has seen that version of that application; the session
     settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` work too) and ``userMetadata``.
     ``cluster_by`` makes the table clustered by those columns when it is created or overwritten;
-    an append naming them must name the table's own.
+    an append naming them must name the table's own. ``operation`` (name, parameters) replaces the
+    commit's ``WRITE`` operation (the streaming sink's ``STREAMING UPDATE``).
     """
     key = mode.lower()
     if key not in _MODES:
@@ -299,7 +302,8 @@ def write(
     params = {"mode": _MODES[key], "partitionBy": list(parts)}
     try:
         user_metadata = writer_option(options, "userMetadata")
-        version = txn.commit(actions, Operation("WRITE", params, metrics), user_metadata=user_metadata)
+        name, params = operation if operation is not None else ("WRITE", params)
+        version = txn.commit(actions, Operation(name, params, metrics), user_metadata=user_metadata)
     except BaseException:
         import contextlib
         import os

@@ -14,6 +14,7 @@ run is marked by ``DELTAMERGE_CONNECT_TESTS=inprocess``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,8 @@ def start_local_connect(configs: dict[str, str]):  # type: ignore[no-untyped-def
     from pyspark.sql import SparkSession as ClassicSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+    # Python workers the server starts (the streaming sink's foreachBatch) use this interpreter.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = SparkConf().setMaster("local[2]").setAppName("deltamerge-connect-tests")
     conf.setAll(list(configs.items()))
     conf.set("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")

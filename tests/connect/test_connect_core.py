@@ -724,3 +724,27 @@ def test_clustered_tables(connect_spark, tmp_path):
         and last["operationParameters"]["isFull"] == "true"
     )
     assert len(_rows(deltamerge.read(spark, sql_made))) == 80
+
+
+def test_streaming_sink(connect_spark, tmp_path):
+    """writeStream.format("delta") over Connect: the server runs the sink's foreachBatch."""
+    spark = connect_spark
+    path, inbox, cp = str(tmp_path / "t"), str(tmp_path / "in"), str(tmp_path / "cp")
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string").write.mode("append").json(inbox)
+    deltamerge.configure(spark)
+    try:
+        stream = spark.readStream.schema("id long, p string").json(inbox)
+        query = (
+            stream.writeStream.format("delta")
+            .partitionBy("p")
+            .option("checkpointLocation", cp)
+            .trigger(availableNow=True)
+            .start(path)
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None
+    finally:
+        deltamerge.unconfigure()
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "a"), (2, "b")]
+    assert snapshot_for(path).metadata.partition_columns == ("p",)
+    assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "STREAMING UPDATE"

@@ -2,7 +2,8 @@
 
 PySpark has no JVM ``delta`` data source here (no Delta jars), so the Python side intercepts:
 ``configure`` wraps ``load``/``table`` of ``DataFrameReader``, ``save``/``saveAsTable``/``insertInto``
-of ``DataFrameWriter``, the actions of ``DataFrameWriterV2`` (``df.writeTo``: ``configure/writes_v2.py``)
+of ``DataFrameWriter``, the actions of ``DataFrameWriterV2`` (``df.writeTo``: ``configure/writes_v2.py``),
+``start``/``toTable`` of ``DataStreamWriter`` (the streaming sink: ``configure/streams.py``),
 Spark 4's ``DataFrame.mergeInto`` (``configure/merge_into.py``) and ``spark.sql`` for Delta
 statements (``configure/sql.py``: ``spark.sql("MERGE INTO ...")`` runs ``deltamerge.sql``), for
 classic PySpark and for Spark Connect. When the chosen format is
@@ -130,9 +131,11 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
     from pyspark.sql import readwriter as classic
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
     from pyspark.sql.session import SparkSession as ClassicSession
+    from pyspark.sql.streaming import readwriter as classic_streams
 
     from deltamerge.configure.merge_into import wrap_merge_into
     from deltamerge.configure.sql import wrap_sql
+    from deltamerge.configure.streams import STREAM_ACTIONS, STREAM_MIRRORS
     from deltamerge.configure.writes_v2 import V2_ACTIONS, V2_MIRRORS
 
     targets: list[tuple[type, dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]] = [
@@ -164,11 +167,23 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
         (ClassicDataFrame, {"mergeInto": wrap_merge_into}),
         (classic.DataFrameWriterV2, {**V2_MIRRORS, **V2_ACTIONS}),
         (ClassicSession, {"sql": wrap_sql}),
+        (
+            classic_streams.DataStreamWriter,
+            {
+                "format": mirror_format,
+                "option": mirror_option,
+                "options": mirror_options,
+                "partitionBy": mirror_partition_by,
+                **STREAM_MIRRORS,
+                **STREAM_ACTIONS,
+            },
+        ),
     ]
     try:
         from pyspark.sql.connect import readwriter as connect
         from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
         from pyspark.sql.connect.session import SparkSession as ConnectSession
+        from pyspark.sql.connect.streaming import readwriter as connect_streams
     except ImportError:  # pyspark without the connect extra: classic only
         return targets
     targets += [
@@ -180,6 +195,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
         (ConnectDataFrame, {"mergeInto": wrap_merge_into}),
         (connect.DataFrameWriterV2, dict(V2_ACTIONS)),
         (ConnectSession, {"sql": wrap_sql}),
+        (connect_streams.DataStreamWriter, dict(STREAM_ACTIONS)),
     ]
     return targets
 
