@@ -34,24 +34,27 @@ from deltamerge.stats.values import (
 )
 
 
-def _arrow_leaf_paths(t: pa.DataType, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+def _arrow_leaves(t: pa.DataType, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    """Each leaf column of an Arrow type: (path as name parts, type)."""
     if pa.types.is_struct(t):
         for i in range(t.num_fields):
             f = t.field(i)
-            yield from _arrow_leaf_paths(f.type, (*path, f.name))
+            yield from _arrow_leaves(f.type, (*path, f.name))
     elif pa.types.is_map(t):
-        yield from _arrow_leaf_paths(t.key_type, (*path, "key"))
-        yield from _arrow_leaf_paths(t.item_type, (*path, "value"))
+        yield from _arrow_leaves(t.key_type, (*path, "key"))
+        yield from _arrow_leaves(t.item_type, (*path, "value"))
     elif isinstance(t, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)) or (
         hasattr(pa, "ListViewType") and isinstance(t, (pa.ListViewType, pa.LargeListViewType))
     ):
-        yield from _arrow_leaf_paths(t.value_type, (*path, "element"))
-    elif pa.types.is_dictionary(t):
-        yield path
-    elif isinstance(t, pa.ExtensionType):
-        yield from _arrow_leaf_paths(t.storage_type, path)
+        yield from _arrow_leaves(t.value_type, (*path, "element"))
+    elif isinstance(t, pa.ExtensionType) and not pa.types.is_dictionary(t):
+        yield from _arrow_leaves(t.storage_type, path)
     else:
-        yield path
+        yield path, t
+
+
+def _arrow_leaf_paths(t: pa.DataType, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    return (p for p, _ in _arrow_leaves(t, path))
 
 
 def _parquet_leaf_paths(md: pq.FileMetaData) -> list[tuple[str, ...]]:
@@ -66,19 +69,24 @@ def _parquet_leaf_paths(md: pq.FileMetaData) -> list[tuple[str, ...]]:
     return paths
 
 
-def _delta_leaf_paths(t: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    """Leaf paths of a Delta schema type, named as ``_arrow_leaf_paths`` names a file's columns."""
+def _delta_leaves(t: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Each leaf of a Delta schema type: (path named as ``_arrow_leaves`` names a file's columns,
+    Delta type)."""
     kind = t.get("type") if isinstance(t, Mapping) else None
     if kind == "struct":
         for f in t.get("fields", ()):
-            yield from _delta_leaf_paths(f["type"], (*path, str(f["name"])))
+            yield from _delta_leaves(f["type"], (*path, str(f["name"])))
     elif kind == "array":
-        yield from _delta_leaf_paths(t["elementType"], (*path, "element"))
+        yield from _delta_leaves(t["elementType"], (*path, "element"))
     elif kind == "map":
-        yield from _delta_leaf_paths(t["keyType"], (*path, "key"))
-        yield from _delta_leaf_paths(t["valueType"], (*path, "value"))
+        yield from _delta_leaves(t["keyType"], (*path, "key"))
+        yield from _delta_leaves(t["valueType"], (*path, "value"))
     else:
-        yield path
+        yield path, t
+
+
+def _delta_leaf_paths(t: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    return (p for p, _ in _delta_leaves(t, path))
 
 
 def column_paths(physical_schema: Mapping[str, Any]) -> frozenset[tuple[str, ...]]:
@@ -109,35 +117,6 @@ _ARROW_OF = {
 }
 
 
-def _typed_delta_leaves(t: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
-    kind = t.get("type") if isinstance(t, Mapping) else None
-    if kind == "struct":
-        for f in t.get("fields", ()):
-            yield from _typed_delta_leaves(f["type"], (*path, str(f["name"])))
-    elif kind == "array":
-        yield from _typed_delta_leaves(t["elementType"], (*path, "element"))
-    elif kind == "map":
-        yield from _typed_delta_leaves(t["keyType"], (*path, "key"))
-        yield from _typed_delta_leaves(t["valueType"], (*path, "value"))
-    else:
-        yield path, t
-
-
-def _typed_arrow_leaves(
-    t: pa.DataType, path: tuple[str, ...]
-) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
-    if pa.types.is_struct(t):
-        for i in range(t.num_fields):
-            yield from _typed_arrow_leaves(t.field(i).type, (*path, t.field(i).name))
-    elif pa.types.is_map(t):
-        yield from _typed_arrow_leaves(t.key_type, (*path, "key"))
-        yield from _typed_arrow_leaves(t.item_type, (*path, "value"))
-    elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        yield from _typed_arrow_leaves(t.value_type, (*path, "element"))
-    else:
-        yield path, t
-
-
 def _holds(delta_type: Any, arrow_type: pa.DataType) -> bool:
     """Whether a file column of ``arrow_type`` is stored as the table's ``delta_type``."""
     if not isinstance(delta_type, str):
@@ -159,10 +138,10 @@ def file_has_narrower_types(file_path: str, physical_schema: Mapping[str, Any]) 
     """Whether the Parquet file stores a column in another type than the table's (written before
     the column's type was widened); ``physical_schema`` names columns as the files do. Only the
     footer is read."""
-    expected = dict(_typed_delta_leaves(physical_schema, ()))
+    expected = dict(_delta_leaves(physical_schema, ()))
     arrow_schema = pq.read_schema(file_path)
     for f in arrow_schema:
-        for path, t in _typed_arrow_leaves(f.type, (f.name,)):
+        for path, t in _arrow_leaves(f.type, (f.name,)):
             want = expected.get(path)
             if want is not None and not _holds(want, t):
                 return True
