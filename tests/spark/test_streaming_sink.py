@@ -134,6 +134,28 @@ def test_complete_mode_replaces_the_table_and_merge_schema(configured, tmp_path:
     assert len(_rows(spark, path)) == 2 + 4
 
 
+def test_to_table_creates_a_new_table(configured, tmp_path: Path) -> None:
+    spark = configured
+    inbox = str(tmp_path / "in")
+    _drop(spark, inbox, [(1, "a", "x"), (2, "b", "y")])
+    try:
+        _run(
+            _stream(spark, inbox)
+            .writeStream.format("delta")
+            .partitionBy("p")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True)
+            .toTable("stream_new_table")
+        )
+        table = DeltaTable.forName(spark, "stream_new_table")
+        assert sorted(tuple(r) for r in table.toDF().collect()) == [(1, "a", "x"), (2, "b", "y")]
+        history = [r["operation"] for r in table.history().orderBy("version").collect()]
+        assert history == ["CREATE TABLE", "STREAMING UPDATE"]
+        assert table.detail().collect()[0]["partitionColumns"] == ["p"]
+    finally:
+        deltamerge.unregister_table(spark, "stream_new_table")
+
+
 def test_refusals_before_the_query_starts(configured, tmp_path: Path) -> None:
     spark = configured
     inbox = str(tmp_path / "in")

@@ -229,6 +229,11 @@ def wrap_stream_to_table(original: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         _apply(self, format, outputMode, partitionBy, queryName, options)
         owned = deltamerge_table(tableName)
+        fmt, _, _, parts, _ = _state(self)
+        if owned is None and not _is_connect(self) and is_delta(fmt, _session(self)):
+            # As Spark's toTable: a new table is created first, with the stream's schema (classic
+            # sessions; on Connect the stream's schema is not known here: name an existing table).
+            owned = (_create_for_stream(self, tableName, parts), None)
         if owned is None:
             return original(self, tableName)
         # the foreachBatch query starts with PySpark's own start (the class's, unwrapped)
@@ -236,6 +241,23 @@ def wrap_stream_to_table(original: Callable[..., Any]) -> Callable[..., Any]:
         return _start(self, getattr(start, "__wrapped__", start), owned[0], {})
 
     return toTable
+
+
+def _create_for_stream(writer: Any, name: str, partition_by: list[str]) -> str:
+    """A new registered table ``name`` with the streaming DataFrame's schema; its path."""
+    from deltamerge.builders import create_table
+    from deltamerge.configure.state import unqualified
+
+    short = unqualified(name)
+    if "." in short:
+        raise InvalidArgumentError(
+            f"Cannot create {name!r}: deltamerge table names are session names without a database "
+            "(it has no metastore). Use an unqualified name, or start(path).",
+            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
+        )
+    spark = _session(writer)
+    schema = writer._df.schema
+    return create_table(spark, "createIfNotExists", name=short, schema=schema, partition_by=partition_by)
 
 
 def _apply(writer: Any, fmt: Any, output_mode: Any, partition_by: Any, query_name: Any, options: Any) -> None:
