@@ -169,6 +169,9 @@ def drop_feature(spark: SparkSession, path: str, name: str, truncate_history: bo
         if not fast and performed:
             raise _wait_error(name, retention_start)
     txn = OptimisticTransaction(log, conf=get)
+    # What was checked below must still hold when the protocol drops the feature: a concurrent
+    # write (a deletion vector, a row id) between the check and the commit makes the drop fail.
+    txn.mark_read_whole_table()
     current = txn.snapshot
     assert current is not None
     if _still_used(feature, current):

@@ -361,3 +361,25 @@ def test_column_mapping_removal_keeps_clustering_columns(spark, tmp_path: Path) 
     deltamerge.sql(spark, f"OPTIMIZE delta.`{path}`")
     assert {f.clustering_provider for f in _snap(path).files} == {"liquid"}
     assert _rows(spark, path) == [(i, i % 2) for i in range(8)]
+
+
+def test_a_concurrent_write_before_the_drop_commit_fails_the_drop(spark, tmp_path: Path, monkeypatch) -> None:
+    from deltamerge.errors import ConcurrentModificationError
+    from deltamerge.log import feature_removal
+
+    path = str(tmp_path / "t")
+    deltamerge.write(
+        spark.range(4).selectExpr("id"), path, configuration={"delta.enableDeletionVectors": "true"}
+    )
+    original = feature_removal.with_checkpoint_protection
+
+    def racing(protocol, feature):  # type: ignore[no-untyped-def]
+        # another writer commits after the drop checked the table, before its commit
+        deltamerge.write(spark.range(10, 12).selectExpr("id"), path, mode="append")
+        return original(protocol, feature)
+
+    monkeypatch.setattr(feature_removal, "with_checkpoint_protection", racing)
+    with pytest.raises(ConcurrentModificationError):
+        DeltaTable.forPath(spark, path).dropFeatureSupport("deletionVectors")
+    assert "deletionVectors" in (_snap(path).protocol.reader_features or ())
+    assert _rows(spark, path) == [(i,) for i in [0, 1, 2, 3, 10, 11]]
