@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -213,14 +213,42 @@ def constraints_of(schema: StructType, configuration: Mapping[str, str]) -> list
 
 def _length_rules(schema: StructType) -> list[Constraint]:
     """Spark's write-side CHAR/VARCHAR check: a value longer than ``n`` fails unless only trailing
-    spaces make it so. Each struct on the way may be null."""
+    spaces make it so. Each struct on the way may be null. Elements, keys and values of arrays and
+    maps are checked too (Delta's ``CharVarcharConstraint``), one rule per declared length."""
     out = []
     for path, _kind, n in char_varchar.length_limits(schema.jsonValue()):
         parts = [".".join(_q(p) for p in path[: i + 1]) for i in range(len(path))]
         nulls = " OR ".join(f"{p} IS NULL" for p in parts)
         expression = f"({nulls} OR length(rtrim({parts[-1]})) <= {n})"
         out.append(Constraint("length", ".".join(path), expression, limit=n))
+    for path, declared in char_varchar.nested_limits(schema.jsonValue()):
+        parts = [".".join(_q(p) for p in path[: i + 1]) for i in range(len(path))]
+        nulls = " OR ".join(f"{p} IS NULL" for p in parts[:-1])
+        for check, n in _nested_checks(parts[-1], declared, 0):
+            expression = f"({nulls} OR {check})" if nulls else check
+            out.append(Constraint("length", ".".join(path), expression, limit=n))
     return out
+
+
+def _nested_checks(sql: str, declared: tuple[Any, ...], depth: int) -> Iterator[tuple[str, int]]:
+    """(SQL that is TRUE when every CHAR/VARCHAR value inside ``sql`` fits, its length) per declared
+    length inside an array, map or struct; lambda variables are named by depth."""
+    kind = declared[0]
+    if kind in ("char", "varchar"):
+        yield f"({sql} IS NULL OR length(rtrim({sql})) <= {declared[1]})", declared[1]
+    elif kind == "array":
+        var = f"__e{depth}"
+        for inner, n in _nested_checks(var, declared[1], depth + 1):
+            yield f"({sql} IS NULL OR forall({sql}, {var} -> {inner}))", n
+    elif kind == "map":
+        var = f"__e{depth}"
+        for side, t in (("map_keys", declared[1]), ("map_values", declared[2])):
+            for inner, n in _nested_checks(var, t, depth + 1):
+                yield f"({sql} IS NULL OR forall({side}({sql}), {var} -> {inner}))", n
+    elif kind == "struct":
+        for name, t in declared[1]:
+            for inner, n in _nested_checks(f"{sql}.{_q(name)}", t, depth):
+                yield f"({sql} IS NULL OR {inner})", n
 
 
 def _payload(index: int, rule: Constraint) -> Column:
@@ -302,28 +330,61 @@ def violation_from(
     return rules[index].error(values if isinstance(values, dict) else {})
 
 
+def _pad(value: Column, spec: Any) -> Column:
+    """``value`` padded as ``spec`` says: a width, a subtree of struct fields, or a declared type
+    (an array or map holding CHAR values)."""
+    if isinstance(spec, int):
+        return F.rpad(value, spec, " ")
+    if isinstance(spec, dict):
+        return _padded(value, spec)
+    return _pad_declared(value, spec)
+
+
+def _pad_declared(value: Column, declared: tuple[Any, ...]) -> Column:
+    kind = declared[0]
+    if kind == "char":
+        return F.rpad(value, declared[1], " ")
+    if not char_varchar.has_char_varchar(declared, ("char",)):
+        return value
+    if kind == "array":
+        return F.transform(value, lambda e: _pad_declared(e, declared[1]))
+    if kind == "map":
+        keys = F.transform(F.map_keys(value), lambda k: _pad_declared(k, declared[1]))
+        values = F.transform(F.map_values(value), lambda v: _pad_declared(v, declared[2]))
+        return F.map_from_arrays(keys, values)
+    if kind == "struct":
+        for name, t in declared[1]:
+            if char_varchar.has_char_varchar(t, ("char",)):
+                value = value.withField(_q(name), _pad_declared(value.getField(name), t))
+    return value
+
+
 def _padded(value: Column, tree: dict[str, Any]) -> Column:
-    """``value`` with the CHAR leaves of ``tree`` (name -> width, or a subtree for a struct field)
-    padded; a null struct stays null (``withField`` keeps it)."""
+    """``value`` with the CHAR leaves of ``tree`` (name -> width, a subtree for a struct field, or
+    a declared array / map type) padded; a null struct stays null (``withField`` keeps it)."""
     for name, spec in tree.items():
-        field = value.getField(name)
-        inner = F.rpad(field, spec, " ") if isinstance(spec, int) else _padded(field, spec)
-        value = value.withField(_q(name), inner)
+        value = value.withField(_q(name), _pad(value.getField(name), spec))
     return value
 
 
 def pad_chars(df: DataFrame, schema: StructType) -> DataFrame:
     """``df`` with its CHAR(n) values padded with spaces to ``n``, at the top level and inside
-    structs, as Spark writes them into Delta tables (a value longer only by trailing spaces is cut
-    to ``n``; a truly longer one was refused by the length check)."""
+    structs, arrays and maps, as Spark writes them into Delta tables (a value longer only by
+    trailing spaces is cut to ``n``; a truly longer one was refused by the length check)."""
     tree: dict[str, Any] = {}
-    for path, kind, n in char_varchar.length_limits(schema.jsonValue()):
-        if kind != "char":
-            continue
+    leaves: list[tuple[tuple[str, ...], Any]] = [
+        (path, n) for path, kind, n in char_varchar.length_limits(schema.jsonValue()) if kind == "char"
+    ]
+    leaves += [
+        (path, declared)
+        for path, declared in char_varchar.nested_limits(schema.jsonValue())
+        if char_varchar.has_char_varchar(declared, ("char",))
+    ]
+    for path, spec in leaves:
         node = tree
         for part in path[:-1]:
             node = node.setdefault(part, {})
-        node[path[-1]] = n
+        node[path[-1]] = spec
     if not any(c in tree for c in df.columns):
         return df
 
@@ -331,8 +392,7 @@ def pad_chars(df: DataFrame, schema: StructType) -> DataFrame:
         spec = tree.get(c)
         if spec is None:
             return F.col(_q(c))
-        value = F.rpad(F.col(_q(c)), spec, " ") if isinstance(spec, int) else _padded(F.col(_q(c)), spec)
-        return value.alias(c)
+        return _pad(F.col(_q(c)), spec).alias(c)
 
     return df.select(*[column(c) for c in df.columns])
 

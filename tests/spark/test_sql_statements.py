@@ -358,6 +358,40 @@ def test_char_padding_inside_structs(spark, tmp_path):
     assert read == want
 
 
+def test_char_varchar_inside_arrays_and_maps(spark, tmp_path):
+    """Elements, keys and values of arrays and maps declared CHAR/VARCHAR are length-checked (as
+    Delta's CharVarcharConstraint) and CHAR ones padded (as Spark writes them); null containers and
+    null elements stay null."""
+    path = str(tmp_path / "nested")
+    t = f"delta.`{path}`"
+    _sql(
+        spark,
+        f"CREATE TABLE {t} (id INT, a ARRAY<CHAR(3)>, m MAP<CHAR(2), VARCHAR(4)>, "
+        "s STRUCT<l: ARRAY<STRUCT<c: CHAR(2), n: INT>>>) USING delta",
+    )
+    _sql(
+        spark,
+        f"INSERT INTO {t} VALUES (1, array('a', NULL, 'bc '), map('k', 'vv'), "
+        "named_struct('l', array(named_struct('c', 'x', 'n', 1), NULL))), (2, NULL, NULL, NULL)",
+    )
+    want = [
+        {"id": 1, "a": ["a  ", None, "bc "], "m": [("k ", "vv")], "s": {"l": [{"c": "x ", "n": 1}, None]}},
+        {"id": 2, "a": None, "m": None, "s": None},
+    ]
+    stored = sorted(RsTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert stored == want
+    version = snapshot_for(path).version
+    for values in (
+        "array('abcd'), NULL, NULL",  # an element longer than CHAR(3)
+        "NULL, map('k', 'vvvvv'), NULL",  # a value longer than VARCHAR(4)
+        "NULL, map('kkk', 'v'), NULL",  # a key longer than CHAR(2)
+        "NULL, NULL, named_struct('l', array(named_struct('c', 'xyz', 'n', 1)))",
+    ):
+        with pytest.raises(DeltaMergeError, match="EXCEED_LIMIT_LENGTH"):
+            _sql(spark, f"INSERT INTO {t} VALUES (3, {values})")
+    assert snapshot_for(path).version == version
+
+
 def test_names_starting_with_a_digit(spark, tmp_path):
     """Spark's unquoted names may start with a digit (``1tbl``, ``2col``): ALTER TABLE and DESCRIBE
     HISTORY must find the table (they took ``1tbl`` for ``tbl``) and columns may be named so."""

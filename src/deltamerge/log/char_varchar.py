@@ -93,7 +93,7 @@ def to_delta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def length_limits(schema: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str, int]]:
     """``(path, "char" | "varchar", n)`` of every string field declared CHAR(n) / VARCHAR(n), at the
-    top level and inside structs (elements of arrays and maps are not checked)."""
+    top level and inside structs (elements of arrays and maps: :func:`nested_limits`)."""
 
     Limit = tuple[tuple[str, ...], str, int]
 
@@ -106,6 +106,133 @@ def length_limits(schema: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], 
                 yield path, m.group(1).lower(), int(m.group(2))
             t = f.get("type")
             if isinstance(t, dict) and t.get("type") == "struct":
+                yield from walk(t, path)
+
+    yield from walk(schema, ())
+
+
+#: A declared type as a tree: ("char" | "varchar", n), ("array", element), ("map", key, value),
+#: ("struct", ((name, type), ...)) or ("other", text).
+DeclaredType = tuple[Any, ...]
+
+
+def parse_declared(text: str) -> DeclaredType:
+    """Parse a catalog string such as ``map<string,array<char(2)>>`` (Spark's ``catalogString``:
+    field names quoted with backticks when needed)."""
+    pos = 0
+
+    def skip() -> None:
+        nonlocal pos
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+
+    def expect(ch: str) -> None:
+        nonlocal pos
+        skip()
+        if not text.startswith(ch, pos):
+            raise ValueError(f"expected {ch!r} at {pos} in {text!r}")
+        pos += 1
+
+    def name() -> str:
+        nonlocal pos
+        skip()
+        if text.startswith("`", pos):
+            out, pos = [], pos + 1
+            while pos < len(text):
+                if text.startswith("``", pos):
+                    out.append("`")
+                    pos += 2
+                elif text[pos] == "`":
+                    pos += 1
+                    return "".join(out)
+                else:
+                    out.append(text[pos])
+                    pos += 1
+            raise ValueError(f"unclosed backtick in {text!r}")
+        start = pos
+        while pos < len(text) and text[pos] not in ":,<>()" and not text[pos].isspace():
+            pos += 1
+        return text[start:pos]
+
+    def parse() -> DeclaredType:
+        nonlocal pos
+        word = name().lower()
+        skip()
+        if word == "array":
+            expect("<")
+            element = parse()
+            expect(">")
+            return ("array", element)
+        if word == "map":
+            expect("<")
+            key = parse()
+            expect(",")
+            value = parse()
+            expect(">")
+            return ("map", key, value)
+        if word == "struct":
+            expect("<")
+            fields: list[tuple[str, DeclaredType]] = []
+            skip()
+            while not text.startswith(">", pos):
+                field = name()
+                expect(":")
+                fields.append((field, parse()))
+                skip()
+                if text.startswith(",", pos):
+                    pos += 1
+                    skip()
+            expect(">")
+            return ("struct", tuple(fields))
+        if text.startswith("(", pos):
+            end = text.index(")", pos)
+            args, pos = text[pos + 1 : end], end + 1
+            if word in ("char", "varchar"):
+                return (word, int(args.strip()))
+            return ("other", f"{word}({args})")
+        return ("other", word)
+
+    tree = parse()
+    skip()
+    if pos != len(text):
+        raise ValueError(f"unexpected text at {pos} in {text!r}")
+    return tree
+
+
+def has_char_varchar(t: DeclaredType, kinds: tuple[str, ...] = ("char", "varchar")) -> bool:
+    """Whether a declared type holds a CHAR/VARCHAR (of ``kinds``) anywhere."""
+    kind = t[0]
+    if kind in ("char", "varchar"):
+        return kind in kinds
+    if kind == "array":
+        return has_char_varchar(t[1], kinds)
+    if kind == "map":
+        return has_char_varchar(t[1], kinds) or has_char_varchar(t[2], kinds)
+    if kind == "struct":
+        return any(has_char_varchar(ft, kinds) for _, ft in t[1])
+    return False
+
+
+def nested_limits(schema: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], DeclaredType]]:
+    """``(path, declared type)`` of every array or map field (top level or inside structs) whose
+    elements, keys or values are declared CHAR/VARCHAR, the cases :func:`length_limits` leaves out."""
+
+    def walk(
+        struct: Mapping[str, Any], prefix: tuple[str, ...]
+    ) -> Iterator[tuple[tuple[str, ...], DeclaredType]]:
+        for f in struct.get("fields", ()):
+            path = (*prefix, str(f["name"]))
+            t = f.get("type")
+            declared = (f.get("metadata") or {}).get(TYPE_STRING)
+            kind = t.get("type") if isinstance(t, dict) else None
+            if kind in ("array", "map") and isinstance(declared, str):
+                try:
+                    tree = parse_declared(declared)
+                except ValueError:
+                    continue  # not a type string Spark wrote: nothing to enforce
+                if has_char_varchar(tree):
+                    yield path, tree
+            elif kind == "struct":
                 yield from walk(t, path)
 
     yield from walk(schema, ())
