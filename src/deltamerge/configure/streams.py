@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from deltamerge.configure.state import (
+    _FMT,
     _OPTS,
     _PARTS,
     bool_option,
@@ -61,8 +62,6 @@ def _state(writer: Any) -> tuple[str | None, dict[str, str], str, list[str], str
             list(proto.partitioning_column_names),
             proto.query_name or None,
         )
-    from deltamerge.configure.state import _FMT
-
     d = writer.__dict__
     return (
         d.get(_FMT),
