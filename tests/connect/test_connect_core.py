@@ -748,3 +748,28 @@ def test_streaming_sink(connect_spark, tmp_path):
     assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "a"), (2, "b")]
     assert snapshot_for(path).metadata.partition_columns == ("p",)
     assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "STREAMING UPDATE"
+    # toTable with a new name: created with the stream's schema (in the server's warehouse,
+    # removed again: test runs share it)
+    import shutil
+
+    from deltamerge import catalog
+
+    deltamerge.configure(spark)
+    try:
+        query = (
+            spark.readStream.schema("id long, p string")
+            .json(inbox)
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / "cp2"))
+            .trigger(availableNow=True)
+            .toTable("connect_stream_new")
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None
+        assert DeltaTable.forName(spark, "connect_stream_new").toDF().count() == 2
+    finally:
+        deltamerge.unconfigure()
+        location = catalog.path_for_name("connect_stream_new")
+        deltamerge.unregister_table(spark, "connect_stream_new")
+        if location:
+            shutil.rmtree(location, ignore_errors=True)

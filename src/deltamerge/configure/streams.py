@@ -76,6 +76,15 @@ def _session(writer: Any) -> Any:
     return writer._session if _is_connect(writer) else writer._df.sparkSession
 
 
+def _frame(writer: Any) -> Any:
+    """The streaming DataFrame a stream writer writes."""
+    if _is_connect(writer):
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+        return ConnectDataFrame(writer._write_stream._child, writer._session)
+    return writer._df
+
+
 def _checkpoint(spark: Any, opts: dict[str, str], query_name: str | None) -> str:
     from deltamerge.spark.session import conf_getter
 
@@ -163,6 +172,7 @@ def delta_sink(
 
 def _start(writer: Any, original: Callable[..., Any], target: str, opts: dict[str, str]) -> Any:
     _, state_opts, output_mode, parts, query_name = _state(writer)
+    _check_no_null_type(_frame(writer).schema)  # before the query starts
     spark = _session(writer)
     checkpoint = _checkpoint(spark, {**state_opts, **opts}, query_name)
     sink = delta_sink(target, output_mode, {**state_opts, **opts}, parts, checkpoint)
@@ -173,7 +183,6 @@ def _start(writer: Any, original: Callable[..., Any], target: str, opts: dict[st
         writer.foreachBatch(sink)
         writer.option("checkpointLocation", checkpoint)
         return original(writer)
-    _check_no_null_type(writer._df.schema)  # before the query starts (Connect: in the batch)
     # A classic writer keeps partitioning in the JVM, which foreachBatch refuses: a fresh writer
     # with the same trigger, name, options and output mode runs the sink.
     fresh = writer._df.writeStream
@@ -229,9 +238,8 @@ def wrap_stream_to_table(original: Callable[..., Any]) -> Callable[..., Any]:
         _apply(self, format, outputMode, partitionBy, queryName, options)
         owned = deltamerge_table(tableName)
         fmt, _, _, parts, _ = _state(self)
-        if owned is None and not _is_connect(self) and is_delta(fmt, _session(self)):
-            # As Spark's toTable: a new table is created first, with the stream's schema (classic
-            # sessions; on Connect the stream's schema is not known here: name an existing table).
+        if owned is None and is_delta(fmt, _session(self)):
+            # As Spark's toTable: a new table is created first, with the stream's schema.
             owned = (_create_for_stream(self, tableName, parts), None)
         if owned is None:
             return original(self, tableName)
@@ -255,7 +263,7 @@ def _create_for_stream(writer: Any, name: str, partition_by: list[str]) -> str:
             error_class="REQUIRES_SINGLE_PART_NAMESPACE",
         )
     spark = _session(writer)
-    schema = writer._df.schema
+    schema = _frame(writer).schema
     return create_table(spark, "createIfNotExists", name=short, schema=schema, partition_by=partition_by)
 
 
