@@ -289,8 +289,9 @@ def _drop_deletion_vectors(spark: SparkSession, path: str, fast: bool) -> bool:
     traces = _still_used(DELETION_VECTORS, snap)
     if traces:
         unset_properties(spark, path, ["delta.enableDeletionVectors"], if_exists=True)
-        compaction.optimize(spark, path, purge=True)
-    compaction.optimize(spark, path, purge=True)  # Delta purges twice; the second finds nothing
+    # One purge (Delta runs a second one for DVs a concurrent writer adds meanwhile; here the
+    # final check before the drop commit refuses those, so it would only read every footer again).
+    compaction.optimize(spark, path, purge=True)
     if _true(conf_getter(spark)(DV_TOMBSTONES_KEY) or str(fast)):
         _dv_tombstones(spark, path)
     return traces
@@ -350,7 +351,7 @@ def remove_column_mapping(spark: SparkSession, path: str, *, drop_property: bool
     snap = txn.snapshot
     assert snap is not None
     meta = snap.metadata
-    bad = [n for n in _field_names(meta.schema) if any(c in n for c in _BAD_NAME_CHARS)]
+    bad = [n for n in column_mapping.field_names(meta.schema) if any(c in n for c in _BAD_NAME_CHARS)]
     if bad:
         raise _err(
             AnalysisError,
@@ -375,17 +376,6 @@ def remove_column_mapping(spark: SparkSession, path: str, *, drop_property: bool
         extra.append(clustering.domain_for([clustering.logical_path(meta.schema, c) or c for c in columns]))
     op = Operation("REMOVE COLUMN MAPPING", {}, {}, changes_data=False)
     compaction.rewrite(spark, txn, list(snap.files), op, extra)
-
-
-def _field_names(schema: Any) -> list[str]:
-    out: list[str] = []
-    for f in schema.get("fields", ()) if isinstance(schema, dict) else ():
-        out.append(str(f["name"]))
-        t = f["type"]
-        while isinstance(t, dict) and t.get("type") in ("array", "map"):
-            t = t.get("elementType") or t.get("valueType")
-        out += _field_names(t)
-    return out
 
 
 def _drop_type_widening(spark: SparkSession, path: str, fast: bool) -> bool:

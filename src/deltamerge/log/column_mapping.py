@@ -65,6 +65,11 @@ def _fields(struct: Mapping[str, Any], path: tuple[str, ...] = ()) -> Iterator[t
         yield from _type_fields(f["type"], p)
 
 
+def field_names(schema: Mapping[str, Any]) -> list[str]:
+    """The name of every struct field at any depth (inside arrays and maps too)."""
+    return [str(f["name"]) for _, f in _fields(schema)]
+
+
 def _type_fields(t: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], dict]]:
     if isinstance(t, dict) and t.get("type") == "struct":
         yield from _fields(t, path)
