@@ -98,11 +98,7 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
     if (c := _DROP_FEATURE.fullmatch(rest)) is not None:
         from deltamerge.feature_drop import drop_feature
 
-        feature = c.group("feature")
-        if feature[0] == "`":
-            feature = feature[1:-1].replace("``", "`")
-        elif feature[0] in "'\"":
-            feature = _unquote(feature)
+        feature = _unquote(c.group("feature"))  # bare, 'quoted', "quoted" or `backticked`
         drop_feature(spark, path, feature, truncate_history=bool(c.group("truncate")))
         return empty_frame(spark)
     if (c := _CLUSTER_BY.fullmatch(rest)) is not None:

@@ -13,7 +13,7 @@ deleted rows and dropped columns are gone from storage (the GDPR use).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -34,11 +34,11 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.log.actions import Action, AddFile
+from deltamerge.log.actions import Action, AddFile, Metadata
 from deltamerge.log.clustering import is_clustered
 from deltamerge.log.column_mapping import physical_schema
 from deltamerge.log.paths import absolute_file_path
-from deltamerge.log.snapshot import DeltaLog
+from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.spark.session import conf_getter, internal_plan
 from deltamerge.spark.types import to_spark_schema
 from deltamerge.spark.write import now_ms
@@ -207,7 +207,6 @@ def optimize(
     REORG TABLE ... APPLY (PURGE) selects; returns (path, metrics) like Delta. ``auto`` makes it an
     auto compaction: its partitions and file sizes, committed with ``auto`` = true."""
     from deltamerge.dml import matching_partitions, predicate_parameter
-    from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
 
     start_ms = now_ms()
     get = conf_getter(spark)
@@ -289,35 +288,19 @@ def optimize(
     else:
         jobs = [(key, b) for key, fs in groups.items() for b in _pack(fs, max_size, keep_single=purge)]
 
-    parts = tuple(snapshot.metadata.partition_columns)
-    schema = to_spark_schema(snapshot.metadata.schema_string)
-    tight = True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None
-
     added: list[AddFile] = []
 
     def compact(bin_files: list[AddFile]) -> None:
         # One Spark job per bin (as Delta), a few at a time; a compacted bin becomes one file, a
         # Z-ordered one total size / maxFileSize files.
-        df = scan(spark, table_root, snapshot.metadata.schema, parts, bin_files, row_tracking=hidden)
-        if hidden:
-            df = df.withColumnsRenamed(dict(zip(ROW_TRACKING_COLS, hidden, strict=True)))
-        if zorder is not None:
+        def shape(df: DataFrame) -> DataFrame:
+            if zorder is None:
+                return df.repartition(1)
             from deltamerge.builders.zorder import cluster
 
-            df = cluster(df, zorder, max(1, sum(f.size for f in bin_files) // max_size), get)
-        else:
-            df = df.repartition(1)
-        written = write_data(
-            spark,
-            table_root,
-            df,
-            schema,
-            parts,
-            conf,
-            data_change=False,
-            tight_bounds=tight,
-            metadata=snapshot.metadata,
-        )
+            return cluster(df, zorder, max(1, sum(f.size for f in bin_files) // max_size), get)
+
+        written = _rewritten(spark, table_root, snapshot, bin_files, snapshot.metadata, shape)
         added.extend(liquid.marked(written, cluster_names) if liquid_run else written)
 
     threads = max(1, min(len(jobs), int(get("spark.databricks.delta.optimize.maxThreads") or 15)))
@@ -371,7 +354,7 @@ def optimize(
                 discard(table_root, [a.path for a in added])
             raise
         catalog.refresh_views(spark, table_root)
-    n_cols = len(schema.fields)
+    n_cols = len(to_spark_schema(snapshot.metadata.schema_string).fields)
     zorder_stats = None
     if zorder is not None and not liquid_run:
         # Delta's ZOrderStrategy: every file is "other", one cube per partition
@@ -406,6 +389,39 @@ def optimize(
     return spark.createDataFrame([("file:" + table_root, row)], OPTIMIZE_SCHEMA)
 
 
+def _rewritten(
+    spark: SparkSession,
+    root: str,
+    snapshot: Snapshot,
+    files: Sequence[AddFile],
+    metadata: Metadata,
+    shape: Callable[[DataFrame], DataFrame],
+) -> list[AddFile]:
+    """``files`` read as ``snapshot`` has them (rows their deletion vectors hide left out, row ids
+    and commit versions kept) and written, shaped by ``shape``, as ``metadata`` says: the
+    ``dataChange = false`` adds of OPTIMIZE, REORG and DROP FEATURE's rewrites."""
+    from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
+
+    tracking = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
+    hidden = tracking.names if tracking else None
+    df = scan(
+        spark, root, snapshot.metadata.schema, snapshot.metadata.partition_columns, files, row_tracking=hidden
+    )
+    if hidden:
+        df = df.withColumnsRenamed(dict(zip(ROW_TRACKING_COLS, hidden, strict=True)))
+    return write_data(
+        spark,
+        root,
+        shape(df),
+        to_spark_schema(metadata.schema_string),
+        tuple(metadata.partition_columns),
+        dict(metadata.configuration),
+        data_change=False,
+        tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
+        metadata=metadata,
+    )
+
+
 def rewrite(
     spark: SparkSession,
     txn: OptimisticTransaction,
@@ -418,42 +434,16 @@ def rewrite(
     of column mapping, its rewrite of files from before a type widening). One file per partition;
     row ids and commit versions are kept; ``extra`` actions join the commit. Returns the committed
     version."""
-    from deltamerge.spark.scan import ROW_TRACKING_COLS, scan
-
     snapshot, meta = txn.snapshot, txn.metadata
     assert snapshot is not None and meta is not None
     root = snapshot.table_root
-    tracking = row_tracking.materialized_columns(snapshot.protocol, snapshot.metadata)
-    hidden = tracking.names if tracking else None
-    schema = to_spark_schema(meta.schema_string)
-    tight = True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None
     groups: dict[PartitionKey, list[AddFile]] = {}
     for f in files:
         groups.setdefault(partition_key(f), []).append(f)
     added: list[AddFile] = []
     try:
         for group in groups.values():
-            df = scan(
-                spark,
-                root,
-                snapshot.metadata.schema,
-                snapshot.metadata.partition_columns,
-                group,
-                row_tracking=hidden,
-            )
-            if hidden:
-                df = df.withColumnsRenamed(dict(zip(ROW_TRACKING_COLS, hidden, strict=True)))
-            added += write_data(
-                spark,
-                root,
-                df.repartition(1),
-                schema,
-                tuple(meta.partition_columns),
-                dict(meta.configuration),
-                data_change=False,
-                tight_bounds=tight,
-                metadata=meta,
-            )
+            added += _rewritten(spark, root, snapshot, group, meta, lambda df: df.repartition(1))
         ts = now_ms()
         txn.add_read_files(files)
         version = txn.commit([*added, *(f.remove(ts, data_change=False) for f in files), *extra], operation)

@@ -219,6 +219,19 @@ def single_path(path: Any, opts: Mapping[str, str], what: str) -> str:
     return str(path)
 
 
+def session_table_name(name: str, alternative: str) -> str:
+    """``name`` without ``spark_catalog`` / ``default``; a name with a database is refused
+    (deltamerge has no metastore), naming ``alternative``."""
+    short = unqualified(name)
+    if "." in short:
+        raise InvalidArgumentError(
+            f"Cannot create {name!r}: deltamerge table names are session names without a database "
+            f"(it has no metastore). Use an unqualified name, or {alternative}.",
+            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
+        )
+    return short
+
+
 def delta_path_identifier(name: str) -> str | None:
     """The path of a ``delta.`/path``` table identifier, else None."""
     m = re.fullmatch(r"\s*delta\s*\.\s*`(?P<path>(?:[^`]|``)+)`\s*", name, re.IGNORECASE)

@@ -7,7 +7,8 @@ restart (committed to the table, not yet to the checkpoint) is skipped, as Delta
 query id is the one Spark keeps in the checkpoint (``<checkpointLocation>/metadata``), the same
 across restarts. Options: ``mergeSchema`` (new columns join the table), ``overwriteSchema`` (complete
 mode only), ``userMetadata``, partitioning with ``partitionBy`` on the first write; ``start(path)``
-and ``toTable(delta.`/path` or a registered name)``.
+and ``toTable(name)`` (``delta.`/path```, a registered name, or a new one: created first with the
+stream's schema, as Spark's ``toTable``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from deltamerge.configure.state import (
     _FMT,
     _OPTS,
     _PARTS,
+    _is_connect,
     bool_option,
     deltamerge_table,
     is_delta,
+    session_table_name,
+    single_path,
 )
 from deltamerge.errors import AnalysisError, InvalidArgumentError
 
@@ -45,10 +49,6 @@ def _record(key: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return method
 
     return wrap
-
-
-def _is_connect(obj: Any) -> bool:
-    return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
 def _state(writer: Any) -> tuple[str | None, dict[str, str], str, list[str], str | None]:
@@ -170,12 +170,11 @@ def delta_sink(
     return write_batch
 
 
-def _start(writer: Any, original: Callable[..., Any], target: str, opts: dict[str, str]) -> Any:
+def _start(writer: Any, original: Callable[..., Any], target: str) -> Any:
     _, state_opts, output_mode, parts, query_name = _state(writer)
     _check_no_null_type(_frame(writer).schema)  # before the query starts
-    spark = _session(writer)
-    checkpoint = _checkpoint(spark, {**state_opts, **opts}, query_name)
-    sink = delta_sink(target, output_mode, {**state_opts, **opts}, parts, checkpoint)
+    checkpoint = _checkpoint(_session(writer), state_opts, query_name)
+    sink = delta_sink(target, output_mode, state_opts, parts, checkpoint)
     if _is_connect(writer):
         proto = writer._write_proto
         proto.format = ""  # the server must run the foreachBatch sink, not look up "delta"
@@ -213,13 +212,8 @@ def wrap_stream_start(original: Callable[..., Any]) -> Callable[..., Any]:
         fmt, opts, _, _, _ = _state(self)
         if not is_delta(fmt, _session(self)):
             return original(self, path)
-        target = path or {k.lower(): v for k, v in opts.items()}.get("path")
-        if not target:
-            raise InvalidArgumentError(
-                "'path' is not specified: pass the table path to start(path) or set option('path', ...).",
-                error_class="DELTA_PATH_DOES_NOT_EXIST",
-            )
-        return _start(self, original, str(target), {})
+        target = single_path(path, {k.lower(): v for k, v in opts.items()}, "start")
+        return _start(self, original, target)
 
     return start
 
@@ -245,7 +239,7 @@ def wrap_stream_to_table(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, tableName)
         # the foreachBatch query starts with PySpark's own start (the class's, unwrapped)
         start = type(self).__dict__["start"]
-        return _start(self, getattr(start, "__wrapped__", start), owned[0], {})
+        return _start(self, getattr(start, "__wrapped__", start), owned[0])
 
     return toTable
 
@@ -253,18 +247,12 @@ def wrap_stream_to_table(original: Callable[..., Any]) -> Callable[..., Any]:
 def _create_for_stream(writer: Any, name: str, partition_by: list[str]) -> str:
     """A new registered table ``name`` with the streaming DataFrame's schema; its path."""
     from deltamerge.builders import create_table
-    from deltamerge.configure.state import unqualified
 
-    short = unqualified(name)
-    if "." in short:
-        raise InvalidArgumentError(
-            f"Cannot create {name!r}: deltamerge table names are session names without a database "
-            "(it has no metastore). Use an unqualified name, or start(path).",
-            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
-        )
-    spark = _session(writer)
+    short = session_table_name(name, "start(path)")
     schema = _frame(writer).schema
-    return create_table(spark, "createIfNotExists", name=short, schema=schema, partition_by=partition_by)
+    return create_table(
+        _session(writer), "createIfNotExists", name=short, schema=schema, partition_by=partition_by
+    )
 
 
 def _apply(writer: Any, fmt: Any, output_mode: Any, partition_by: Any, query_name: Any, options: Any) -> None:

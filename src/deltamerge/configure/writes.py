@@ -14,6 +14,7 @@ from deltamerge.configure.state import (
     delta_path_identifier,
     deltamerge_table,
     is_delta,
+    session_table_name,
     single_path,
     unqualified,
     writer_clustering,
@@ -285,13 +286,7 @@ def delta_save_as_table(
     by_path = delta_path_identifier(name)
     if by_path is not None:
         return delta_save(df, by_path, key, partition_by, options, cluster_by)
-    short = unqualified(name)
-    if "." in short:
-        raise InvalidArgumentError(
-            f"Cannot save {name!r}: deltamerge table names are session names without a database "
-            "(it has no metastore). Use an unqualified name, or save(path).",
-            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
-        )
+    short = session_table_name(name, "save(path)")
     opts = {k.lower(): v for k, v in options.items()}
     registered = catalog.path_for_name(short)
     location = registered or opts.get("path") or os.path.join(_warehouse_dir(spark), short.lower())

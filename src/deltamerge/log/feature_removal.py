@@ -15,26 +15,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from deltamerge.config import TableProperties
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import Action, AddCDCFile, AddFile, Metadata, Protocol, RemoveFile, UnknownAction
 from deltamerge.log.checkpoint import read_checkpoint
 from deltamerge.log.protocol import (
-    APPEND_ONLY,
     CATALOG_MANAGED,
-    CHANGE_DATA_FEED,
     CHECK_CONSTRAINTS,
     CHECKPOINT_PROTECTION,
     CLUSTERING,
     COLUMN_MAPPING,
     DELETION_VECTORS,
     DOMAIN_METADATA,
-    GENERATED_COLUMNS,
     ICEBERG_COMPAT_V1,
     ICEBERG_COMPAT_V2,
-    IDENTITY_COLUMNS,
     IN_COMMIT_TIMESTAMP,
-    INVARIANTS,
     KNOWN_FEATURES,
+    LEGACY_READER_FEATURES,
+    LEGACY_WRITER_VERSION_OF,
     READER_WRITER_FEATURES,
     ROW_TRACKING,
     TYPE_WIDENING,
@@ -67,13 +65,7 @@ CHECKPOINT_PROTECTION_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
 
 # (minReaderVersion, minWriterVersion) of the features legacy protocol versions imply.
 _LEGACY = {
-    APPEND_ONLY: (1, 2),
-    INVARIANTS: (1, 2),
-    CHECK_CONSTRAINTS: (1, 3),
-    CHANGE_DATA_FEED: (1, 4),
-    GENERATED_COLUMNS: (1, 4),
-    COLUMN_MAPPING: (2, 5),
-    IDENTITY_COLUMNS: (1, 6),
+    f: (2 if f in LEGACY_READER_FEATURES[2] else 1, writer) for f, writer in LEGACY_WRITER_VERSION_OF.items()
 }
 
 #: Features ``DROP FEATURE`` can remove (those deltamerge can write; Delta's list at 4.1).
@@ -168,10 +160,6 @@ def _listing(reader: int, features: Iterable[str]) -> Protocol:
     )
 
 
-def _denormalized(protocol: Protocol) -> set[str]:
-    return all_features(protocol)
-
-
 def _normalized(features: set[str]) -> Protocol:
     """The weakest protocol supporting exactly ``features``: legacy versions when they imply
     exactly these, else writer version 7 with the lowest reader version that works."""
@@ -184,12 +172,12 @@ def _normalized(features: set[str]) -> Protocol:
 
 def removed(protocol: Protocol, feature: str) -> Protocol:
     """``protocol`` without ``feature``, normalized (Delta's ``removeFeature``)."""
-    return _normalized(_denormalized(protocol) - {feature})
+    return _normalized(all_features(protocol) - {feature})
 
 
 def with_checkpoint_protection(protocol: Protocol, feature: str) -> Protocol:
     """The fast drop's protocol: ``feature`` gone and ``checkpointProtection`` listed."""
-    return _normalized((_denormalized(protocol) | {CHECKPOINT_PROTECTION}) - {feature})
+    return _normalized((all_features(protocol) | {CHECKPOINT_PROTECTION}) - {feature})
 
 
 def dependents(protocol: Protocol, feature: str) -> list[str]:
@@ -243,17 +231,17 @@ def in_use(
     failing): its files, properties, schema or domains."""
     conf = metadata.configuration
     if feature == DELETION_VECTORS:
-        return _true(conf, "delta.enableDeletionVectors") or any(f.deletion_vector is not None for f in files)
+        return _action_uses(feature, metadata) or any(f.deletion_vector is not None for f in files)
     if feature == V2_CHECKPOINT:
-        return str(conf.get("delta.checkpointPolicy", "classic")).lower() == "v2" or checkpoint_kind == "v2"
+        return _action_uses(feature, metadata) or checkpoint_kind == "v2"
     if feature == COLUMN_MAPPING:
-        return column_mapping.mode_of(conf) != "none" or _has_mapping_metadata(metadata.schema)
+        return _action_uses(feature, metadata) or _has_mapping_metadata(metadata.schema)
     if feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
-        return _true(conf, "delta.enableTypeWidening") or has_type_changes(metadata.schema)
+        return TableProperties.ENABLE_TYPE_WIDENING.get(conf) or _action_uses(feature, metadata)
     if feature == CHECK_CONSTRAINTS:
         return any(k.lower().startswith("delta.constraints.") for k in conf)
     if feature == IN_COMMIT_TIMESTAMP:
-        return _true(conf, "delta.enableInCommitTimestamps") or any(
+        return TableProperties.ENABLE_ICT.get(conf) or any(
             k in conf
             for k in (
                 "delta.inCommitTimestampEnablementVersion",
@@ -278,7 +266,7 @@ def _action_uses(feature: str, action: Action) -> bool:
     if isinstance(action, Metadata):
         conf = action.configuration
         if feature == DELETION_VECTORS:
-            return _true(conf, "delta.enableDeletionVectors")
+            return TableProperties.ENABLE_DVS.get(conf)
         if feature == V2_CHECKPOINT:
             return str(conf.get("delta.checkpointPolicy", "")).lower() == "v2"
         if feature == COLUMN_MAPPING:

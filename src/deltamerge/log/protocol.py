@@ -135,7 +135,7 @@ LEGACY_WRITER_FEATURES: dict[int, frozenset[str]] = {
 LEGACY_READER_FEATURES: dict[int, frozenset[str]] = {1: frozenset(), 2: frozenset({COLUMN_MAPPING})}
 
 # Minimal legacy writer version per legacy feature, used to pick the smallest legacy protocol.
-_LEGACY_WRITER_VERSION_OF = {
+LEGACY_WRITER_VERSION_OF = {
     APPEND_ONLY: 2,
     INVARIANTS: 2,
     CHECK_CONSTRAINTS: 3,
@@ -378,9 +378,9 @@ def _protocol_with(
     base_reader: set[str], base_writer: set[str], legacy_reader: int, legacy_writer: int
 ) -> Protocol:
     """Smallest protocol supporting the given features; legacy form whenever possible."""
-    table_feature_only = {f for f in base_writer if f not in _LEGACY_WRITER_VERSION_OF}
+    table_feature_only = {f for f in base_writer if f not in LEGACY_WRITER_VERSION_OF}
     if not table_feature_only and not (base_reader - {COLUMN_MAPPING}):
-        writer = max([legacy_writer, 2, *(_LEGACY_WRITER_VERSION_OF[f] for f in base_writer)])
+        writer = max([legacy_writer, 2, *(LEGACY_WRITER_VERSION_OF[f] for f in base_writer)])
         reader = max(legacy_reader, 2 if COLUMN_MAPPING in base_reader else 1)
         return _build(reader, writer, (), ())
     readers = set(base_reader)
