@@ -25,7 +25,7 @@ test-full: $(STAMP)
 		DELTAMERGE_TEST_CODEGEN=1 \
 		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
-# Every item of the Delta suite ports (make test runs every 60th; see tests/conftest.py).
+# Every item of the Delta suite ports (make test runs every 80th; see tests/conftest.py).
 test-delta-ports: $(STAMP)
 	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py
 

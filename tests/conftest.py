@@ -113,7 +113,7 @@ for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
 # every DELTA_PORTS_STRIDE-th item of each file (the same items every run; the first of each file
 # included) and `make test-delta-ports` (DELTAMERGE_DELTA_PORTS=all) runs them all.
 
-DELTA_PORTS_STRIDE = 60
+DELTA_PORTS_STRIDE = 80
 
 
 def _delta_port_stride() -> int:
@@ -158,7 +158,7 @@ def _schedule_order(items: list[pytest.Item]) -> None:
 # function; a cow/dv pair keeps dv in some functions and cow in others); DELTAMERGE_SAMPLED=all
 # (`make test-full`) runs every one.
 
-SAMPLED_STRIDE = 12
+SAMPLED_STRIDE = 16
 
 
 def _sampled_stride() -> int:

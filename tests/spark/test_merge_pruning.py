@@ -404,7 +404,7 @@ def test_broadcast_variant_partitioned_table(spark, tmp_path, monkeypatch, dv):
     results = []
     for variant, conf in merge_variants.compared(VARIANTS).items():
         path = str(tmp_path / f"t-{variant}")
-        _table(spark, path, dv=dv, partition_by=["v"])
+        _table(spark, path, files=2, dv=dv, partition_by=["v"])  # 14 files: two per partition
         with _settings(spark, conf):
             res = _run(spark, path, source(), "t.id = s.id AND t.v = s.v", UPSERT)
         results.append((res, _rows(spark, path)))
