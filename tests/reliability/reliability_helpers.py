@@ -8,12 +8,17 @@ The workload is designed so that the serial replay of the committed operations i
   ``ON t.p = '<p>' AND t.id = s.id``: a matched ``D`` row is deleted, a matched ``U`` row updated,
   an unmatched ``U`` row inserted;
 - log-layer deletes rewrite one live file without some of its rows and record the ids they
-  deleted in ``commitInfo.userMetadata``.
+  deleted in ``commitInfo.userMetadata``;
+- delta-rs writers (``r<i>``, the ``deltalake`` package, another engine on the same log) merge as
+  the Spark writers do, append, and run ``DELETE ... WHERE p = '<p>' AND id % 5 = <k>``, saying
+  which operation they are in ``commitInfo.userMetadata``; the replay deletes what that predicate
+  holds at the commit's place in the serial order.
 
 The content of every append and merge is a pure function of ``(seed, writer, op)``
 (:func:`plan_op`), so the replay needs only to know which operation each version committed: log
-writers say so in ``userMetadata``, Spark merges in their ``txn`` action (idempotent-write app id),
-Spark appends in the ``w``/``op`` columns of the rows they added (:func:`identify_versions`).
+and delta-rs writers say so in ``userMetadata``, Spark merges in their ``txn`` action
+(idempotent-write app id), Spark appends in the ``w``/``op`` columns of the rows they added
+(:func:`identify_versions`).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ SCHEMA = {
 DDL = "id long, w string, op long, val long, p string"
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("w", pa.string()), ("op", pa.int64()), ("val", pa.int64())])
 POOL = 24  # pool ids per partition that merges upsert and delete
+DELETE_MODULUS = 5  # delta-rs deletes take the ids of one residue class of a partition
 APP_ID_PREFIX = "dm-reliability-"
 
 Row = tuple[int, str, int, int, str]  # id, w, op, val, p
@@ -74,8 +80,8 @@ def pool_id(part: str, k: int) -> int:
 
 
 def writer_code(w: str) -> int:
-    """A number per writer name (``s0``, ``l3``...), part of the ids its appends insert."""
-    return (100 if w.startswith("s") else 500) + int(w[1:])
+    """A number per writer name (``s0``, ``l3``, ``r1``...), part of the ids its appends insert."""
+    return {"s": 100, "l": 500, "r": 900}[w[0]] + int(w[1:])
 
 
 def append_rows(w: str, op: int, part: str, n: int, rng: random.Random) -> list[Row]:
@@ -90,11 +96,17 @@ class OpPlan:
 
     w: str
     op: int
-    kind: str  # "merge" | "append" | "delete"
+    kind: str  # "merge" | "append" | "delete" | "delete_where"
     table: int  # index into the scenario's tables
     part: str
     rows: tuple[Row, ...] = ()
     merge_kinds: tuple[str, ...] = ()  # "U" / "D" per row of a merge
+    residue: int = 0  # delete_where: the rows of ``part`` with ``id % DELETE_MODULUS == residue``
+
+    @property
+    def predicate(self) -> str:
+        """A ``delete_where``'s predicate (SQL)."""
+        return f"p = '{self.part}' AND id % {DELETE_MODULUS} = {self.residue}"
 
     def to_json(self) -> dict[str, Any]:
         return {"w": self.w, "op": self.op, "kind": self.kind, "table": self.table, "part": self.part}
@@ -105,25 +117,38 @@ def plan_op(seed: int, w: str, op: int, n_tables: int, own: str | None = None) -
 
     Spark writers (``s<i>``) merge (60%) into their own partition ``m<i>`` or the shared ``sh``, or
     append into ``a<i>`` or ``sh``. Log writers (``l<i>``) append (60%) or delete in ``l<i>`` or ``sh``.
+    delta-rs writers (``r<i>``) merge (40%), append (30%) or delete by predicate in ``r<i>`` or ``sh``.
     ``own`` overrides the writer's own partition suffix (crash tests restart writers under new names).
     """
     rng = random.Random(f"{seed}/{w}/{op}")
     table = op % n_tables
     suffix = own if own is not None else w[1:]
     shared = rng.random() < 0.5
+    if w.startswith("r"):
+        part = "sh" if shared else f"r{suffix}"
+        draw = rng.random()
+        if draw < 0.4:
+            return _merge_plan(rng, w, op, table, part)
+        if draw < 0.7:
+            return OpPlan(w, op, "append", table, part, tuple(append_rows(w, op, part, 3, rng)))
+        return OpPlan(w, op, "delete_where", table, part, residue=rng.randrange(DELETE_MODULUS))
     if w.startswith("s"):
         if rng.random() < 0.6:
-            part = "sh" if shared else f"m{suffix}"
-            ks = rng.sample(range(POOL), 6)
-            kinds = tuple("D" if rng.random() < 0.3 else "U" for _ in ks)
-            rows = tuple((pool_id(part, k), w, op, rng.randint(0, 10**6), part) for k in ks)
-            return OpPlan(w, op, "merge", table, part, rows, kinds)
+            return _merge_plan(rng, w, op, table, "sh" if shared else f"m{suffix}")
         part = "sh" if shared else f"a{suffix}"
         return OpPlan(w, op, "append", table, part, tuple(append_rows(w, op, part, 5, rng)))
     part = "sh" if shared else f"l{suffix}"
     if rng.random() < 0.6:
         return OpPlan(w, op, "append", table, part, tuple(append_rows(w, op, part, 3, rng)))
     return OpPlan(w, op, "delete", table, part)
+
+
+def _merge_plan(rng: random.Random, w: str, op: int, table: int, part: str) -> OpPlan:
+    """Six pool ids of ``part``, each deleted (30%) or upserted."""
+    ks = rng.sample(range(POOL), 6)
+    kinds = tuple("D" if rng.random() < 0.3 else "U" for _ in ks)
+    rows = tuple((pool_id(part, k), w, op, rng.randint(0, 10**6), part) for k in ks)
+    return OpPlan(w, op, "merge", table, part, rows, kinds)
 
 
 # --- tables --------------------------------------------------------------------------------------------
@@ -333,6 +358,10 @@ class Replay:
                     self.rows[r[0]] = (r[0], r[1], r[2], r[3], cur[4])
                 elif k == "U":
                     self.rows[r[0]] = r
+        elif c.kind == "delete_where":
+            for i, cur in list(self.rows.items()):
+                if cur[4] == plan.part and i % DELETE_MODULUS == plan.residue:
+                    del self.rows[i]
         elif c.kind == "delete":
             for i in c.ids:
                 cur = self.rows.pop(i, None)
@@ -401,7 +430,9 @@ def check_log_files(root: str) -> list[str]:
 
 def orphan_data_files(root: str) -> list[str]:
     """Parquet files under the table (not in ``_``/``.`` directories) that no commit ever added: files
-    of writes that did not commit. (Files removed by a commit stay until VACUUM; they are not orphans.)"""
+    of writes that did not commit. (Files removed by a commit stay until VACUUM; they are not orphans.)
+    delta-rs leaves the files of a commit that lost its race (for VACUUM to delete): files it wrote
+    are not counted."""
     snap = DeltaLog(root).snapshot()
     live = {urllib.parse.unquote(f.path) for f in [*snap.files, *snap.tombstones]}
     out = []
@@ -410,6 +441,10 @@ def orphan_data_files(root: str) -> list[str]:
         for n in names:
             rel = os.path.relpath(os.path.join(dirpath, n), root)
             if n.endswith(".parquet") and rel not in live:
+                if pq.read_metadata(os.path.join(root, rel)).created_by.startswith(
+                    ("delta-rs", "datafusion", "parquet-rs")
+                ):
+                    continue
                 out.append(rel)
     return sorted(out)
 

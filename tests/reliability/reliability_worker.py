@@ -1,11 +1,13 @@
 """A writer process of the reliability tests: ``python reliability_worker.py <config.json>``.
 
-Roles: ``spark`` (its own local SparkSession: MERGE and append through deltamerge) and ``log``
-(pure log layer: appends and deletes committed through ``OptimisticTransaction``). The writer runs
+Roles: ``spark`` (its own local SparkSession: MERGE and append through deltamerge), ``log``
+(pure log layer: appends and deletes committed through ``OptimisticTransaction``) and ``rs``
+(another engine on the same log: MERGE, append and predicate delete through delta-rs). The writer runs
 the operations of :func:`reliability_helpers.plan_op` in order until its deadline (or until it is
 killed) and journals every attempt as one JSON line: ``start``, then ``done`` (with the committed
-version), ``conflict`` (a ``ConcurrentModificationError``, retried up to ``app_retries`` times),
-``skip`` (nothing to delete) or ``error`` (anything else: the tests fail on it).
+version), ``conflict`` (a ``ConcurrentModificationError``, or delta-rs's ``CommitFailedError``,
+retried up to ``app_retries`` times), ``skip`` (nothing to delete) or ``error`` (anything else:
+the tests fail on it).
 
 Config keys: role, w, tables, seed, journal, ready (file to create once warmed up), go (file to
 wait for; it holds the unix time the run starts; optional), duration, app_retries, own, pause,
@@ -28,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 
 import reliability_helpers as h
+from deltalake.exceptions import CommitFailedError
 
 from deltamerge.errors import ConcurrentModificationError
 from deltamerge.log.snapshot import DeltaLog
@@ -108,6 +111,51 @@ def spark_append(spark, root: str, plan: h.OpPlan) -> int | None:  # type: ignor
     return deltamerge.write(df, root, mode="append")
 
 
+def _version_with_metadata(root: str, plan: h.OpPlan) -> int | None:
+    """The version whose ``userMetadata`` names ``plan`` (searched from the newest), None if none."""
+    log = DeltaLog(root)
+    latest = log.latest_version()
+    for v in range(latest, max(0, latest - 500), -1):
+        info = next(a for a in log.read_commit(v) if type(a).__name__ == "CommitInfo")
+        meta = info.raw.get("userMetadata")
+        if meta and json.loads(meta).get("w") == plan.w and json.loads(meta).get("op") == plan.op:
+            return v
+    return None
+
+
+def rs_write(root: str, plan: h.OpPlan) -> int | None:
+    """A delta-rs MERGE (the clauses of :func:`spark_merge`), append or predicate delete; None when
+    nothing was committed."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    props = CommitProperties(custom_metadata={"userMetadata": json.dumps({**plan.to_json(), "ids": []})})
+    cols = ["id", "w", "op", "val", "p"]
+    schema = pa.schema([*h.DATA_SCHEMA, pa.field("p", pa.string())])
+    table = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in plan.rows], schema=schema)
+    if plan.kind == "merge":
+        source = table.append_column("kind", pa.array(plan.merge_kinds, pa.string()))
+        (
+            DeltaTable(root)
+            .merge(
+                source,
+                f"t.p = '{plan.part}' AND t.id = s.id",
+                source_alias="s",
+                target_alias="t",
+                commit_properties=props,
+            )
+            .when_matched_delete("s.kind = 'D'")
+            .when_matched_update({"w": "s.w", "op": "s.op", "val": "s.val"})
+            .when_not_matched_insert({c: f"s.{c}" for c in cols}, "s.kind = 'U'")
+            .execute()
+        )
+    elif plan.kind == "append":
+        write_deltalake(root, table, mode="append", partition_by=["p"], commit_properties=props)
+    else:
+        DeltaTable(root).delete(plan.predicate, commit_properties=props)
+    return _version_with_metadata(root, plan)
+
+
 def fixed_append(cfg: dict[str, Any]) -> h.OpPlan:
     """The append of role ``append_once``: 3 rows into ``cfg['part']`` of the first table."""
     rows = h.fixed_rows(cfg["w"], cfg["part"], cfg["seed"])
@@ -166,7 +214,12 @@ def main(config_path: str) -> int:
         for attempt in range(int(cfg.get("app_retries", 3))):
             journal.write(ev="start", **plan.to_json(), attempt=attempt)
             try:
-                if plan.kind == "merge":
+                if role == "rs":
+                    version = rs_write(root, plan)
+                    if version is None:
+                        journal.write(ev="skip", **plan.to_json(), attempt=attempt)
+                        break
+                elif plan.kind == "merge":
                     version = spark_merge(spark, root, plan)
                 elif plan.kind == "append" and role == "spark":
                     version = spark_append(spark, root, plan)
@@ -177,13 +230,13 @@ def main(config_path: str) -> int:
                     if version is None:
                         journal.write(ev="skip", **plan.to_json(), attempt=attempt)
                         break
-            except ConcurrentModificationError as e:
+            except (ConcurrentModificationError, CommitFailedError) as e:
                 journal.write(
                     ev="conflict",
                     **plan.to_json(),
                     attempt=attempt,
                     cls=type(e).__name__,
-                    error_class=e.error_class,
+                    error_class=getattr(e, "error_class", None),
                     message=str(e)[:1500],
                 )
                 continue
