@@ -285,9 +285,10 @@ def test_char_and_varchar_columns(spark, tmp_path):
 
 
 def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
-    """Delta's verifyTableMetadata: CREATE TABLE over an existing table (a path, or a new name with
-    its LOCATION) succeeds without a commit when the columns, partitioning, clustering and
-    properties it gives match the table, and names the difference otherwise."""
+    """Delta's verifyTableMetadata: CREATE TABLE of a new name with the LOCATION of an existing
+    table succeeds without a commit when the columns, partitioning, clustering and properties it
+    gives match the table, and names the difference otherwise. By path (``delta.`path```) the
+    catalog already finds the table exists: TABLE_OR_VIEW_ALREADY_EXISTS, IF NOT EXISTS a no-op."""
     path = str(tmp_path / "t")
     t = f"delta.`{path}`"
     columns = "id BIGINT NOT NULL, s STRUCT<a: INT, b: STRING> COMMENT 'payload', c CHAR(3), p STRING"
@@ -296,8 +297,14 @@ def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
         f"CREATE TABLE {t} ({columns}) USING delta PARTITIONED BY (p) "
         "TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.appendOnly' = 'false')",
     )
-    _sql(spark, f"CREATE TABLE {t} ({columns}) USING delta PARTITIONED BY (p)")
-    _sql(spark, f"CREATE TABLE {t} USING delta")  # nothing specified: nothing to compare
+    for statement in (
+        f"({columns}) USING delta PARTITIONED BY (p)",
+        "USING delta",
+        "USING delta AS SELECT 1L AS id",
+    ):
+        with pytest.raises(DeltaMergeError, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+            _sql(spark, f"CREATE TABLE {t} {statement}")
+        _sql(spark, f"CREATE TABLE IF NOT EXISTS {t} {statement}")
     props = "TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.appendOnly' = 'false')"
     _sql(
         spark, f"CREATE TABLE existing_t ({columns}) USING delta PARTITIONED BY (p) LOCATION '{path}' {props}"
@@ -307,6 +314,8 @@ def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
     finally:
         deltamerge.unregister_table(spark, "existing_t")
     assert DeltaTable.forPath(spark, path).version() == 0
+    _sql(spark, f"CREATE TABLE existing_t2 USING delta LOCATION '{path}'")  # nothing to compare
+    deltamerge.unregister_table(spark, "existing_t2")
     for statement, error_class in [
         (f"({columns.replace('id BIGINT', 'id INT')}) USING delta PARTITIONED BY (p)", "SCHEME_MISMATCH"),
         (f"({columns.replace(' NOT NULL', '')}) USING delta PARTITIONED BY (p)", "SCHEME_MISMATCH"),
@@ -316,17 +325,19 @@ def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
         ("USING delta TBLPROPERTIES ('delta.appendOnly' = 'true')", "WITH_DIFFERENT_PROPERTY"),
     ]:
         with pytest.raises(DeltaMergeError, match=f"DELTA_CREATE_TABLE_{error_class}"):
-            _sql(spark, f"CREATE TABLE {t} {statement}")
+            _sql(spark, f"CREATE TABLE existing_t3 {statement} LOCATION '{path}'")
     assert DeltaTable.forPath(spark, path).version() == 0
     clustered = str(tmp_path / "c")
     _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta CLUSTER BY (k)")
-    _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta CLUSTER BY (k)")
+    at = f"LOCATION '{clustered}'"
+    _sql(spark, f"CREATE TABLE clustered_t (id BIGINT, k STRING) USING delta CLUSTER BY (k) {at}")
+    deltamerge.unregister_table(spark, "clustered_t")
     with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_DIFFERENT_CLUSTERING"):
-        _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta CLUSTER BY (id)")
+        _sql(spark, f"CREATE TABLE clustered_t (id BIGINT, k STRING) USING delta CLUSTER BY (id) {at}")
     with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_DIFFERENT_CLUSTERING"):
-        _sql(spark, f"CREATE TABLE delta.`{clustered}` (id BIGINT, k STRING) USING delta")
+        _sql(spark, f"CREATE TABLE clustered_t (id BIGINT, k STRING) USING delta {at}")
     with pytest.raises(DeltaMergeError, match="DELTA_TABLE_ALREADY_EXISTS"):  # CTAS over a table
-        _sql(spark, f"CREATE TABLE delta.`{clustered}` USING delta AS SELECT 1L AS id, 'a' AS k")
+        _sql(spark, f"CREATE TABLE clustered_t USING delta {at} AS SELECT 1L AS id, 'a' AS k")
 
 
 def test_char_padding_inside_structs(spark, tmp_path):

@@ -18,6 +18,7 @@ from deltamerge.errors import (
     ConcurrentAppendError,
     ConcurrentDeleteReadError,
     DeltaMergeError,
+    TableAlreadyExistsError,
     TableNotFoundError,
 )
 from deltamerge.io import snapshot_for
@@ -118,14 +119,25 @@ def test_create_commits_protocol_and_metadata_only(spark, tmp_path):
 def test_create_if_not_exists_replace_and_errors(spark, tmp_path):
     path = str(tmp_path / "t")
     deltamerge.write(spark.range(3).selectExpr("cast(id as int) as id"), path)
-    # As Delta: a CREATE that specifies what the existing table has changes nothing; one that
-    # differs names the difference.
-    DeltaTable.create(spark).location(path).addColumn("id", "int").execute()
-    assert DeltaTable.forPath(spark, path).version() == 0
-    with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_SCHEME_MISMATCH"):
-        DeltaTable.create(spark).location(path).addColumn("id", "long").execute()
+    # As Delta: a builder with only a location names the table by path (delta.`path`), and the
+    # catalog finds such a table exists when its directory is not empty: refused, matching or not.
+    for column_type in ("int", "long"):
+        with pytest.raises(TableAlreadyExistsError, match="TABLE_OR_VIEW_ALREADY_EXISTS") as err:
+            DeltaTable.create(spark).location(path).addColumn("id", column_type).execute()
+        assert err.value.sql_state == "42P07"
+    # With a name, the location's table is verified (tests/spark/test_sql_statements.py).
+    DeltaTable.create(spark).tableName("builder_existing").location(path).addColumn("id", "int").execute()
+    deltamerge.unregister_table(spark, "builder_existing")
     DeltaTable.createIfNotExists(spark).location(path).addColumn("x", "string").execute()
     assert DeltaTable.forPath(spark, path).version() == 0  # untouched
+    # A directory with other files counts as a table too: IF NOT EXISTS leaves it alone.
+    other = tmp_path / "not_delta"
+    other.mkdir()
+    (other / "data.csv").write_text("1\n")
+    DeltaTable.createIfNotExists(spark).location(str(other)).addColumn("x", "string").execute()
+    assert not (other / "_delta_log").exists()
+    with pytest.raises(TableAlreadyExistsError, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+        DeltaTable.create(spark).location(str(other)).addColumn("x", "string").execute()
     with pytest.raises(TableNotFoundError, match="DELTA_CANNOT_REPLACE_MISSING_TABLE"):
         DeltaTable.replace(spark).location(str(tmp_path / "none")).addColumn("a", "int").execute()
 

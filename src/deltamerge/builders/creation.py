@@ -100,6 +100,15 @@ def _check_schema(schema: StructType, partition_by: Sequence[str]) -> list[str]:
     return parts
 
 
+def _directory_in_use(root: str) -> bool:
+    """Whether ``root`` is a directory holding anything (Delta's test for a path table's existence)."""
+    try:
+        with os.scandir(root) as entries:
+            return any(True for _ in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
 def create_table(
     spark: SparkSession,
     mode: str,
@@ -133,6 +142,20 @@ def create_table(
     view = _register_name(name) if name is not None else None
     root = table_root(location) if location is not None else table_location(spark, view)  # type: ignore[arg-type]
     shown = f"`{name}`" if name else f"delta.`{root}`"
+    if name is None and mode in ("create", "createIfNotExists") and _directory_in_use(root):
+        # A path identifier (CREATE TABLE delta.`path`, a builder with only a location): Spark's
+        # CREATE asks the catalog first, and Delta's catalog says a path table exists when its
+        # directory is not empty (DeltaCatalog.tableExists), table or not. IF NOT EXISTS then does
+        # nothing; a plain CREATE (or CTAS) is refused before Delta's command runs.
+        if mode == "createIfNotExists":
+            return root
+        raise TableAlreadyExistsError(
+            f"Cannot create table or view `delta`.`{root}` because it already exists. Choose a "
+            "different path, drop or replace the existing table (CREATE OR REPLACE TABLE), or add "
+            "the IF NOT EXISTS clause to tolerate pre-existing objects.",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+            sql_state="42P07",
+        )
     log = DeltaLog.for_table(root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
     auto_compaction.register(spark, txn)  # compacts only if the commit writes data
