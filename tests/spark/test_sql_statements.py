@@ -336,8 +336,28 @@ def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
         _sql(spark, f"CREATE TABLE clustered_t (id BIGINT, k STRING) USING delta CLUSTER BY (id) {at}")
     with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_DIFFERENT_CLUSTERING"):
         _sql(spark, f"CREATE TABLE clustered_t (id BIGINT, k STRING) USING delta {at}")
-    with pytest.raises(DeltaMergeError, match="DELTA_TABLE_ALREADY_EXISTS"):  # CTAS over a table
+    # A CTAS at the location of a table (Delta's assertPathEmpty), a new table in a directory of
+    # other files, any name the catalog has: refused, nothing written.
+    with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"):
         _sql(spark, f"CREATE TABLE clustered_t USING delta {at} AS SELECT 1L AS id, 'a' AS k")
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "part-0.parquet").write_bytes(b"not a table")
+    for statement in (
+        f"CREATE TABLE files_t (id BIGINT) USING delta LOCATION '{files}'",
+        f"CREATE TABLE IF NOT EXISTS files_t USING delta LOCATION '{files}' AS SELECT 1L AS id",
+        f"CREATE OR REPLACE TABLE delta.`{files}` (id BIGINT) USING delta",
+    ):
+        with pytest.raises(DeltaMergeError, match="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"):
+            _sql(spark, statement)
+    assert sorted(p.name for p in files.iterdir()) == ["part-0.parquet"]
+    _sql(spark, f"CREATE TABLE named_t (id BIGINT) USING delta LOCATION '{tmp_path / 'named'}'")
+    try:
+        with pytest.raises(DeltaMergeError, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+            _sql(spark, "CREATE TABLE named_t (id BIGINT) USING delta")
+        _sql(spark, "CREATE TABLE IF NOT EXISTS named_t (id BIGINT) USING delta")
+    finally:
+        deltamerge.unregister_table(spark, "named_t")
 
 
 def test_char_padding_inside_structs(spark, tmp_path):

@@ -100,13 +100,24 @@ def _check_schema(schema: StructType, partition_by: Sequence[str]) -> list[str]:
     return parts
 
 
-def _directory_in_use(root: str) -> bool:
-    """Whether ``root`` is a directory holding anything (Delta's test for a path table's existence)."""
+def _directory_in_use(root: str, *, ignore_log: bool = False) -> bool:
+    """Whether ``root`` is a directory holding anything (Delta's test for a path table's existence);
+    ``ignore_log``: anything but a ``_delta_log`` directory (an earlier attempt may leave one)."""
     try:
         with os.scandir(root) as entries:
-            return any(True for _ in entries)
+            return any(not (ignore_log and e.name == "_delta_log") for e in entries)
     except (FileNotFoundError, NotADirectoryError):
         return False
+
+
+def _non_empty_location(shown: str, root: str) -> AnalysisError:
+    return AnalysisError(
+        f"Cannot create table ('{shown}'). The associated location ('{root}') is not empty and also "
+        "not a Delta table. Choose an empty location, convert the files first (CONVERT TO DELTA), or "
+        "create the table by its path to use the table that is there.",
+        error_class="DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
+        sql_state="42601",
+    )
 
 
 def create_table(
@@ -176,11 +187,18 @@ def create_table(
             if view is not None:
                 catalog.register_table(spark, view, root)
             return root
-        raise TableAlreadyExistsError(
-            f"Cannot create table {shown}: it already exists at {root}. Use createIfNotExists / "
-            "CREATE TABLE IF NOT EXISTS, or createOrReplace / CREATE OR REPLACE TABLE.",
-            error_class="DELTA_TABLE_ALREADY_EXISTS",
-        )
+        if registered:  # Spark asks the catalog first
+            raise TableAlreadyExistsError(
+                f"Cannot create table or view {shown} because it already exists. Choose a different "
+                "name, drop or replace the existing table, or add the IF NOT EXISTS clause.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+                sql_state="42P07",
+            )
+        # A CTAS, or a managed table, at the location of a table the catalog does not know.
+        raise _non_empty_location(shown, root)
+    if not exists and _directory_in_use(root, ignore_log=True):
+        # A new table in a directory of other files (Delta's assertPathEmpty).
+        raise _non_empty_location(shown, root)
     if mode == "replace" and not exists:
         raise replace_missing_error(shown)
     if data is not None:
