@@ -110,6 +110,17 @@ def _directory_in_use(root: str, *, ignore_log: bool = False) -> bool:
         return False
 
 
+def _already_exists(shown: str) -> TableAlreadyExistsError:
+    """Spark's error for a CREATE of a table its catalog has."""
+    return TableAlreadyExistsError(
+        f"Cannot create table or view {shown} because it already exists. Choose a different name or "
+        "path, drop or replace the existing table (CREATE OR REPLACE TABLE), or add the IF NOT EXISTS "
+        "clause to tolerate pre-existing objects.",
+        error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+        sql_state="42P07",
+    )
+
+
 def _non_empty_location(shown: str, root: str) -> AnalysisError:
     return AnalysisError(
         f"Cannot create table ('{shown}'). The associated location ('{root}') is not empty and also "
@@ -160,13 +171,7 @@ def create_table(
         # nothing; a plain CREATE (or CTAS) is refused before Delta's command runs.
         if mode == "createIfNotExists":
             return root
-        raise TableAlreadyExistsError(
-            f"Cannot create table or view `delta`.`{root}` because it already exists. Choose a "
-            "different path, drop or replace the existing table (CREATE OR REPLACE TABLE), or add "
-            "the IF NOT EXISTS clause to tolerate pre-existing objects.",
-            error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
-            sql_state="42P07",
-        )
+        raise _already_exists(shown)
     log = DeltaLog.for_table(root)
     txn = OptimisticTransaction(log, conf=conf_getter(spark))
     auto_compaction.register(spark, txn)  # compacts only if the commit writes data
@@ -188,12 +193,7 @@ def create_table(
                 catalog.register_table(spark, view, root)
             return root
         if registered:  # Spark asks the catalog first
-            raise TableAlreadyExistsError(
-                f"Cannot create table or view {shown} because it already exists. Choose a different "
-                "name, drop or replace the existing table, or add the IF NOT EXISTS clause.",
-                error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
-                sql_state="42P07",
-            )
+            raise _already_exists(shown)
         # A CTAS, or a managed table, at the location of a table the catalog does not know.
         raise _non_empty_location(shown, root)
     if not exists and _directory_in_use(root, ignore_log=True):
