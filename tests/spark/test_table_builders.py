@@ -130,11 +130,13 @@ def test_create_if_not_exists_replace_and_errors(spark, tmp_path):
     deltamerge.unregister_table(spark, "builder_existing")
     DeltaTable.createIfNotExists(spark).location(path).addColumn("x", "string").execute()
     assert DeltaTable.forPath(spark, path).version() == 0  # untouched
-    # A directory with other files counts as a table too: IF NOT EXISTS leaves it alone.
+    # A directory with other files counts as a table too: IF NOT EXISTS leaves it alone (and, as
+    # delta-spark's builder, then finds no Delta table there).
     other = tmp_path / "not_delta"
     other.mkdir()
     (other / "data.csv").write_text("1\n")
-    DeltaTable.createIfNotExists(spark).location(str(other)).addColumn("x", "string").execute()
+    with pytest.raises(TableNotFoundError, match="DELTA_MISSING_DELTA_TABLE"):
+        DeltaTable.createIfNotExists(spark).location(str(other)).addColumn("x", "string").execute()
     assert not (other / "_delta_log").exists()
     with pytest.raises(TableAlreadyExistsError, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
         DeltaTable.create(spark).location(str(other)).addColumn("x", "string").execute()

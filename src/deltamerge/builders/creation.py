@@ -496,4 +496,6 @@ class DeltaTableBuilder:
             comment=self._comment,
             cluster_by=self._cluster_by,
         )
-        return DeltaTable(self._spark, root, name=_register_name(self._name) if self._name else None)
+        if self._name is None:  # as delta-spark: forPath, so a directory of other files is reported
+            return DeltaTable.forPath(self._spark, root)
+        return DeltaTable(self._spark, root, name=_register_name(self._name))
