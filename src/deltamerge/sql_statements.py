@@ -286,10 +286,13 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     if isinstance(target, exp.Schema):
         schema = StructType([_column(c) for c in target.expressions if isinstance(c, exp.ColumnDef)])
         target = target.this
-    location = partition_by = comment = cluster_by = None
+    location = partition_by = comment = cluster_by = like = None
+    using_delta = False
     props: dict[str, str] = {}
     for p in (statement.args.get("properties") or exp.Properties(expressions=[])).expressions:
-        if isinstance(p, exp.LocationProperty):
+        if isinstance(p, exp.LikeProperty):
+            like = p.this
+        elif isinstance(p, exp.LocationProperty):
             location = p.this.name
         elif isinstance(p, exp.PartitionedByProperty):
             partition_by = [c.name for c in p.this.expressions]
@@ -298,7 +301,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
         elif isinstance(p, exp.SchemaCommentProperty):
             comment = p.this.name
         elif isinstance(p, exp.FileFormatProperty):
-            continue
+            using_delta = p.name.lower() == "delta"
         elif type(p) is exp.Property:
             key = p.this.name if isinstance(p.this, exp.Literal) else to_sql(p.this)
             value = p.args["value"]
@@ -315,6 +318,10 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     data = sql_with_delta_tables(spark, query.sql(dialect=DIALECT)) if query is not None else None
     if data is not None and schema is not None and schema.fields:
         raise ParseError("CREATE TABLE ... AS SELECT cannot list columns; the query defines them.")
+    if like is not None:
+        source = _like_source(spark, like, using_delta)
+        schema, partition_by, comment = source.schema, source.partition_by, source.comment
+        props = {**source.properties, **props}  # the statement's own properties win
     create_table(
         spark,
         mode,
@@ -328,6 +335,20 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
         cluster_by=cluster_by,
     )
     return empty_frame(spark)
+
+
+def _like_source(spark: SparkSession, like: exp.Table, using_delta: bool):  # type: ignore[no-untyped-def]
+    """What CREATE TABLE ... LIKE copies from ``like`` (builders/like.py)."""
+    from deltamerge.builders import like as like_source
+
+    db = like.args.get("db")
+    if db is not None and db.name.lower() == "delta" and like.args.get("catalog") is None:
+        return like_source.from_delta(like.name)
+    name = ".".join(p.name for p in like.parts)
+    found = lookup_table([p.name for p in like.parts])
+    if found is not None:
+        return like_source.from_delta(found[0])
+    return like_source.from_session(spark, name, using_delta)
 
 
 def _table_changes(spark: SparkSession, text: str) -> DataFrame:
@@ -387,8 +408,9 @@ def _refresh_named(spark: SparkSession, text: str) -> None:
 
 def _delta_by_default(spark: SparkSession, text: str) -> bool:
     """Whether a CREATE TABLE without ``USING`` makes a Delta table: Spark gives such a table the
-    format ``spark.sql.sources.default`` names (``delta`` on Databricks). A ``delta.`path``` target
-    with another default would be a table ``/path`` in a schema ``delta``: refused with what to do."""
+    format ``spark.sql.sources.default`` names (``delta`` on Databricks), or its LIKE source's. A
+    ``delta.`path``` target with another default would be a table ``/path`` in a schema ``delta``:
+    refused with what to do."""
     try:
         statement = sqlglot.parse_one(text, read=DIALECT)
     except Exception:
@@ -399,6 +421,12 @@ def _delta_by_default(spark: SparkSession, text: str) -> bool:
         return False  # USING / STORED AS another format: Spark's table
     if str(spark.conf.get("spark.sql.sources.default", "parquet") or "").lower() == "delta":
         return True
+    like = next((p.this for p in given if isinstance(p, exp.LikeProperty)), None)
+    if isinstance(like, exp.Table):  # CREATE TABLE ... LIKE takes the source's format
+        db = like.args.get("db")
+        by_path = db is not None and db.name.lower() == "delta" and like.args.get("catalog") is None
+        if by_path or lookup_table([p.name for p in like.parts]) is not None:
+            return True
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     db = target.args.get("db") if isinstance(target, exp.Table) else None
     if db is not None and db.name.lower() == "delta" and target.args.get("catalog") is None:

@@ -360,6 +360,72 @@ def test_create_over_an_existing_table_verifies_it(spark, tmp_path):
         deltamerge.unregister_table(spark, "named_t")
 
 
+def test_create_table_like(spark, tmp_path):
+    """Delta's CREATE TABLE LIKE: the new, empty table has the source's protocol, schema (comments,
+    generation expressions), partitioning, description and properties (check constraints too), the
+    statement's TBLPROPERTIES on top; column mapping gives it ids of its own. A view gives its schema
+    alone (with USING delta); the target must not exist."""
+    src = str(tmp_path / "src")
+    _sql(
+        spark,
+        f"CREATE TABLE delta.`{src}` (id BIGINT NOT NULL COMMENT 'key', s STRING, "
+        "g BIGINT GENERATED ALWAYS AS (id * 2)) USING delta PARTITIONED BY (s) COMMENT 'source' "
+        "TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.columnMapping.mode' = 'name', "
+        "'delta.enableDeletionVectors' = 'true', 'my.key' = '1')",
+    )
+    _sql(spark, f"ALTER TABLE delta.`{src}` ADD CONSTRAINT pos CHECK (id > 0)")
+    _sql(spark, f"INSERT INTO delta.`{src}` (id, s) VALUES (1, 'x')")
+    copy, named = str(tmp_path / "copy"), str(tmp_path / "named")
+    _sql(spark, f"CREATE TABLE delta.`{copy}` LIKE delta.`{src}`")  # the source's format: no USING
+    _sql(
+        spark,
+        f"CREATE TABLE like_named LIKE delta.`{src}` USING delta "
+        f"TBLPROPERTIES ('delta.appendOnly' = 'false', 'other' = 'x') LOCATION '{named}'",
+    )
+    try:
+        source = snapshot_for(src)
+
+        def logical(snap):
+            return [
+                (
+                    f["name"],
+                    f["type"],
+                    f["nullable"],
+                    {k: v for k, v in f["metadata"].items() if "Mapping" not in k},
+                )
+                for f in snap.metadata.schema["fields"]
+            ]
+
+        for path, overrides in ((copy, {}), (named, {"delta.appendOnly": "false", "other": "x"})):
+            snap = snapshot_for(path)
+            assert snap.version == 0 and snap.files == ()
+            assert snap.protocol == source.protocol
+            assert logical(snap) == logical(source)
+            assert snap.metadata.partition_columns == ("s",) and snap.metadata.description == "source"
+            assert dict(snap.metadata.configuration) == {**source.metadata.configuration, **overrides}
+            assert {f["metadata"]["delta.columnMapping.id"] for f in snap.metadata.schema["fields"]} == {
+                1,
+                2,
+                3,
+            }
+        assert [f.name for f in RsTable(copy).schema().fields] == ["id", "s", "g"]
+        with pytest.raises(DeltaMergeError, match="DELTA_VIOLATE_CONSTRAINT"):  # the constraint came along
+            _sql(spark, f"INSERT INTO delta.`{copy}` (id, s) VALUES (-1, 'y')")
+        with pytest.raises(DeltaMergeError, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+            _sql(spark, f"CREATE TABLE delta.`{copy}` LIKE delta.`{src}`")
+        _sql(spark, f"CREATE TABLE IF NOT EXISTS delta.`{copy}` LIKE delta.`{src}`")
+        spark.range(2).selectExpr("id", "'v' AS t").createOrReplaceTempView("like_view")
+        _sql(spark, "CREATE TABLE like_from_view LIKE like_view USING delta")
+        assert [(f.name, f.dataType.simpleString()) for f in spark.table("like_from_view").schema] == [
+            ("id", "bigint"),
+            ("t", "string"),
+        ]
+        assert spark.table("like_from_view").count() == 0
+    finally:
+        deltamerge.unregister_table(spark, "like_named")
+        deltamerge.unregister_table(spark, "like_from_view")
+
+
 def test_char_padding_inside_structs(spark, tmp_path):
     """CHAR fields are padded inside structs too (a null struct stays null), and a struct field name
     that needs quoting (``a.b``) is quoted in the declared type Spark parses on read."""
