@@ -321,6 +321,7 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     if like is not None:
         source = _like_source(spark, like, using_delta)
         schema, partition_by, comment = source.schema, source.partition_by, source.comment
+        cluster_by = source.cluster_by if cluster_by is None else cluster_by
         props = {**source.properties, **props}  # the statement's own properties win
     create_table(
         spark,

@@ -421,6 +421,31 @@ def test_create_table_like(spark, tmp_path):
             ("t", "string"),
         ]
         assert spark.table("like_from_view").count() == 0
+        # A clustered source's clustering columns; its history (in-commit timestamps' enablement,
+        # type changes) stays behind.
+        clustered, like_clustered = str(tmp_path / "clustered"), str(tmp_path / "like_clustered")
+        _sql(
+            spark,
+            f"CREATE TABLE delta.`{clustered}` (id INT, k STRING) USING delta CLUSTER BY (k) "
+            "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
+        )
+        _sql(
+            spark,
+            f"ALTER TABLE delta.`{clustered}` SET TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
+        )
+        _sql(spark, f"ALTER TABLE delta.`{clustered}` ALTER COLUMN id TYPE BIGINT")
+        _sql(spark, f"CREATE TABLE delta.`{like_clustered}` LIKE delta.`{clustered}`")
+        detail = DeltaTable.forPath(spark, like_clustered).detail().collect()[0]
+        assert list(detail["clusteringColumns"]) == ["k"]
+        snap, source = snapshot_for(like_clustered), snapshot_for(clustered)
+        assert snap.protocol == source.protocol
+        assert "delta.typeChanges" not in str(snap.metadata.schema) and "delta.typeChanges" in str(
+            source.metadata.schema
+        )
+        assert snap.metadata.schema["fields"][0]["type"] == "long"
+        assert "delta.inCommitTimestampEnablementVersion" in source.metadata.configuration
+        assert "delta.inCommitTimestampEnablementVersion" not in snap.metadata.configuration
+        assert snap.metadata.configuration["delta.enableInCommitTimestamps"] == "true"
     finally:
         deltamerge.unregister_table(spark, "like_named")
         deltamerge.unregister_table(spark, "like_from_view")
