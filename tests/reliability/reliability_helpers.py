@@ -440,13 +440,23 @@ def orphan_data_files(root: str) -> list[str]:
         dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
         for n in names:
             rel = os.path.relpath(os.path.join(dirpath, n), root)
-            if n.endswith(".parquet") and rel not in live:
-                if pq.read_metadata(os.path.join(root, rel)).created_by.startswith(
-                    ("delta-rs", "datafusion", "parquet-rs")
-                ):
-                    continue
+            if (
+                n.endswith(".parquet")
+                and rel not in live
+                and not _written_by_delta_rs(os.path.join(root, rel))
+            ):
                 out.append(rel)
     return sorted(out)
+
+
+def _written_by_delta_rs(path: str) -> bool:
+    """Whether a Parquet file's footer names delta-rs (or its DataFusion / parquet-rs writers); a
+    file a killed writer left half-written has no footer."""
+    try:
+        created_by = pq.read_metadata(path).created_by or ""
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return created_by.startswith(("delta-rs", "datafusion", "parquet-rs"))
 
 
 # --- writer processes ----------------------------------------------------------------------------------
