@@ -70,12 +70,31 @@ def resolve_table(text: str, *, allow_path: bool = True) -> tuple[str, str | Non
     return found[0], found[1].split(".")[-1]
 
 
+def path_of(table: exp.Table) -> str | None:
+    """The path a ``delta.`path``` table node names; None for a name."""
+    db = table.args.get("db")
+    return (
+        table.name
+        if db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None
+        else None
+    )
+
+
+def delta_source(table: exp.Table) -> str | None:
+    """The root of the Delta table a table node names (a path, or a registered name); None else."""
+    path = path_of(table)
+    if path is not None:
+        return path
+    found = lookup_table([p.name for p in table.parts])
+    return None if found is None else found[0]
+
+
 def table_node(table: exp.Table) -> tuple[str, str | None, str | None]:
     """(path, alias, name) of a sqlglot table node."""
-    db = table.args.get("db")
     alias = table.alias or None
-    if db is not None and db.name.lower() == "delta" and table.args.get("catalog") is None:
-        return table.name, alias, None
+    path = path_of(table)
+    if path is not None:
+        return path, alias, None
     path, name = resolve_table(".".join(p.name for p in table.parts), allow_path=False)
     return path, alias or name, name
 

@@ -46,7 +46,16 @@ from deltamerge.identifiers import QUALIFIED, lookup_table, name_parts
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, column_parts, to_sql
-from deltamerge.sql_common import FLAGS, TABLE_REF, empty_frame, parse_properties, resolve_table, table_node
+from deltamerge.sql_common import (
+    FLAGS,
+    TABLE_REF,
+    delta_source,
+    empty_frame,
+    parse_properties,
+    path_of,
+    resolve_table,
+    table_node,
+)
 from deltamerge.sql_maintenance import HANDLERS
 from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables
 from deltamerge.table_properties import set_properties, unset_properties
@@ -308,10 +317,9 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
             props[key] = value.name if isinstance(value, exp.Literal) else to_sql(value).lower()
         else:
             raise UnsupportedOperationError(f"{to_sql(p)} is not supported by deltamerge's CREATE TABLE.")
-    db = target.args.get("db")
     name = None
-    if db is not None and db.name.lower() == "delta" and target.args.get("catalog") is None:
-        location = location or target.name
+    if path_of(target) is not None:
+        location = location or path_of(target)
     else:
         name = ".".join(p.name for p in target.parts)
     query = statement.args.get("expression")
@@ -342,14 +350,10 @@ def _like_source(spark: SparkSession, like: exp.Table, using_delta: bool):  # ty
     """What CREATE TABLE ... LIKE copies from ``like`` (builders/like.py)."""
     from deltamerge.builders import like as like_source
 
-    db = like.args.get("db")
-    if db is not None and db.name.lower() == "delta" and like.args.get("catalog") is None:
-        return like_source.from_delta(like.name)
-    name = ".".join(p.name for p in like.parts)
-    found = lookup_table([p.name for p in like.parts])
-    if found is not None:
-        return like_source.from_delta(found[0])
-    return like_source.from_session(spark, name, using_delta)
+    root = delta_source(like)
+    if root is not None:
+        return like_source.from_delta(root)
+    return like_source.from_session(spark, ".".join(p.name for p in like.parts), using_delta)
 
 
 def _table_changes(spark: SparkSession, text: str) -> DataFrame:
@@ -423,14 +427,10 @@ def _delta_by_default(spark: SparkSession, text: str) -> bool:
     if str(spark.conf.get("spark.sql.sources.default", "parquet") or "").lower() == "delta":
         return True
     like = next((p.this for p in given if isinstance(p, exp.LikeProperty)), None)
-    if isinstance(like, exp.Table):  # CREATE TABLE ... LIKE takes the source's format
-        db = like.args.get("db")
-        by_path = db is not None and db.name.lower() == "delta" and like.args.get("catalog") is None
-        if by_path or lookup_table([p.name for p in like.parts]) is not None:
-            return True
+    if isinstance(like, exp.Table) and delta_source(like) is not None:
+        return True  # CREATE TABLE ... LIKE takes its source's format
     target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
-    db = target.args.get("db") if isinstance(target, exp.Table) else None
-    if db is not None and db.name.lower() == "delta" and target.args.get("catalog") is None:
+    if isinstance(target, exp.Table) and path_of(target) is not None:
         raise AnalysisError(
             f"The schema `delta` cannot be found: {to_sql(target)} names a Delta table by its path, "
             "but without USING the table would take Spark's default format "
