@@ -1,8 +1,9 @@
 """The executions of a MERGE that deltamerge chooses between, each forced by session settings, so
-that tests can run one merge every way and compare: the single pass (merge/single_pass.py; also
-when every candidate file is guessed to be touched), DV
-mode's one job with the matched rows broadcast or shuffled (merge/one_job.py; copy-on-write takes
-the two jobs there), the two-job broadcast variant (merge/broadcast.py) and the Delta-shaped path
+that tests can run one merge every way and compare: the default choice (DV mode with few candidate
+rows: the one job broadcasting every candidate row; otherwise as "single-pass"), the single pass
+(merge/single_pass.py; also when every candidate file is guessed to be touched), DV mode's one job
+with the matched rows broadcast or shuffled (merge/one_job.py; copy-on-write takes the two jobs
+there), the two-job broadcast variant (merge/broadcast.py) and the Delta-shaped path
 (merge/classic.py)."""
 
 BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
@@ -10,26 +11,28 @@ SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
 ONE_JOB = "spark.deltamerge.merge.deletionVectors.oneJob"
 MATCHED_MAX = "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes"
 EXPECTED = "spark.deltamerge.merge.singlePassExpectedMatches"
+CANDIDATES = "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows"
 
 VARIANTS: dict[str, dict[str, str]] = {
-    "single-pass": {},
+    "default": {},
+    "single-pass": {CANDIDATES: "0"},
     # Copy-on-write's single pass beyond its row limit whenever a candidate may match at all (a
     # guess that is often wrong on small data: the discarded write and the two jobs then run).
-    "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9"},
-    "one-job": {SINGLE_PASS: "0"},
-    "one-job-shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0"},
+    "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9", CANDIDATES: "0"},
+    "one-job": {SINGLE_PASS: "0", CANDIDATES: "0"},
+    "one-job-shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0", CANDIDATES: "0"},
     "two-job": {SINGLE_PASS: "0", ONE_JOB: "false"},
     "delta-shaped": {BROADCAST: "0"},
 }
 
 
 # Variants every same-result comparison keeps: the default execution and the reference.
-_ALWAYS = ("single-pass", "delta-shaped")
+_ALWAYS = ("default", "delta-shaped")
 
 
 def compared(variants: dict[str, dict[str, str]], keep: int = 1) -> dict[str, dict[str, str]]:
     """The variants a same-result test runs: all of them with DELTAMERGE_SAMPLED=all (`make
-    test-full`); in `make test` the default single pass, the Delta-shaped reference and ``keep``
+    test-full`); in `make test` the default execution, the Delta-shaped reference and ``keep``
     others, picked by a hash of the running test's id (fixed per test item, different across items)."""
     import os
     import zlib

@@ -195,6 +195,13 @@ class SessionConf:
     BROADCAST_MATCHED_MAX_BYTES = Setting(
         "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes", 128 * 1024 * 1024, int
     )
+    # deltamerge's own: when the candidate files hold at most this many live rows and all of them fit
+    # the limit above, the one job broadcasts every candidate row instead of semi-joining them with
+    # the broadcast source first (one broadcast instead of two); it then runs before the single pass.
+    # 0 always semi-joins.
+    BROADCAST_CANDIDATES_MAX_ROWS = Setting(
+        "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows", 250_000, int
+    )
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
     SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)

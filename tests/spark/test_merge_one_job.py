@@ -1,6 +1,6 @@
 """DV mode's one-job variant (merge/one_job.py): same table, counters and deletion vectors as the
-Delta-shaped path, with the matched target rows broadcast or shuffled, on plain, partitioned and
-statistics-less tables; the decoding of the observed numbers."""
+Delta-shaped path, with the matched target rows broadcast or shuffled, or every candidate row
+broadcast, on plain, partitioned and statistics-less tables; the decoding of the observed numbers."""
 
 from __future__ import annotations
 
@@ -8,13 +8,20 @@ import pytest
 from pyspark.sql import functions as F
 from test_merge_pruning import _rows, _run, _settings, _spy_broadcast, _table
 
+import merge_variants
 from deltamerge import DeltaTable
 from deltamerge.log.actions import AddFile
 from deltamerge.log.snapshot import DeltaLog
 from merge_variants import VARIANTS
 
 DELTA_SHAPED = VARIANTS["delta-shaped"]
-SIDES = {"broadcast": VARIANTS["one-job"], "shuffled": VARIANTS["one-job-shuffled"]}
+# The matched rows broadcast after a semi-join with the source, shuffled, or (the default for few
+# candidate rows) every candidate row broadcast without the semi-join.
+SIDES = {
+    "broadcast": VARIANTS["one-job"],
+    "shuffled": VARIANTS["one-job-shuffled"],
+    "candidates": VARIANTS["default"],
+}
 
 CLAUSES = {
     "upsert": [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],
@@ -186,9 +193,7 @@ def _shape_tables(spark, shape):
     """(target, source, ON condition, clauses, settings) for merges of other shapes."""
     if shape == "evolution":  # a new source column: schema evolution with UPDATE SET * / INSERT *
         target = spark.range(0, 300, numPartitions=3).selectExpr("id", "cast(id % 7 as int) as v")
-        source = spark.range(0, 30).selectExpr(
-            "id * 17 % 400 as id", "cast(-id as int) as v", "'n' as extra"
-        )
+        source = spark.range(0, 30).selectExpr("id * 17 % 400 as id", "cast(-id as int) as v", "'n' as extra")
         clauses = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
         evolve = {"spark.databricks.delta.schema.autoMerge.enabled": "true"}
         return target, source, "t.id = s.id", clauses, evolve
@@ -231,6 +236,41 @@ def test_one_job_merge_shapes(spark, tmp_path, monkeypatch, shape, side):
         results.append((res, *_state(spark, path)[:2], deltamerge.read(spark, path).columns))
     assert results[0] == results[1]
     assert results[0][0][1] > 0  # some rows were updated
+
+
+def test_one_job_broadcasts_every_candidate_row_when_few(spark, tmp_path, monkeypatch):
+    """Candidates of at most ``broadcastCandidatesMaxRows`` live rows that fit the broadcast limit
+    are broadcast whole, with no semi-join against the source, and the one job runs ahead of the
+    single pass. Above the limit the semi-join comes back; at 0 the single pass runs as before.
+    Same table, counters and deletion vectors as the Delta-shaped path each way."""
+    from deltamerge.merge import one_job
+
+    outcomes = _spy_broadcast(monkeypatch)
+    semis: list[bool] = []
+    real = one_job._matched_targets
+    monkeypatch.setattr(
+        one_job, "_matched_targets", lambda *a, semi: semis.append(semi) or real(*a, semi=semi)
+    )
+    cases = [
+        ("default", {}, ["one-job"], [False]),
+        # 1,000 rows in the table, ~980 live after the delete: above 500, the semi-join again.
+        ("above", {merge_variants.CANDIDATES: "500", merge_variants.SINGLE_PASS: "0"}, ["one-job"], [True]),
+        ("off", {merge_variants.CANDIDATES: "0"}, ["single"], []),
+        ("delta-shaped", DELTA_SHAPED, [], []),
+    ]
+    results = []
+    for name, conf, expected, semi in cases:
+        path = str(tmp_path / name)
+        _table(spark, path, dv=True)
+        DeltaTable.forPath(spark, path).delete("id % 50 = 7")
+        outcomes.clear()
+        semis.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, _source(spark), "t.id = s.id", CLAUSES["mixed"])
+        assert (outcomes, semis) == (expected, semi), name
+        results.append((res, *_state(spark, path)))
+    assert all(r == results[-1] for r in results)
+    assert results[0][0][1] > 0 and results[0][0][3] > 0  # updated and inserted rows
 
 
 def test_matched_side_estimate_counts_the_target_columns_the_merge_reads(spark, tmp_path, monkeypatch):
@@ -298,7 +338,7 @@ def test_one_job_distrusts_row_counts_below_the_positions(spark, tmp_path, monke
 
 
 @pytest.mark.sampled
-@pytest.mark.parametrize("variant", ["single-pass", "one-job", "two-job"])
+@pytest.mark.parametrize("variant", ["default", "single-pass", "one-job", "two-job"])
 def test_understated_row_count_never_removes_a_file_whole(spark, tmp_path, variant):
     """A file whose statistics claim 3 rows while it holds 100: masking 3 of its rows is a deletion
     vector, not the removal of the file (which would drop 97 rows no clause touched)."""

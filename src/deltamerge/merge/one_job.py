@@ -8,7 +8,12 @@ it all:
 - ``candidates LEFT SEMI JOIN broadcast(source)``: the matched target rows, found while the target
   streams (Spark prunes the broadcast to the ON condition's columns). Each keeps the target
   columns the merge reads and one number, its file's base plus twice its row position
-  (``number_bases``), instead of a path string;
+  (``number_bases``), instead of a path string. Candidates of few rows
+  (``broadcastCandidatesMaxRows``) that fit the broadcast limit skip the semi-join: every
+  candidate row is broadcast, and rows no source row matches simply find no partner. One
+  broadcast instead of two (the source's keys, then the matched rows) and no union: on a 5M-row
+  table, an upsert of 5,000 rows into one file of 50,000 took 0.72 s instead of the single pass's
+  0.85 s (``merge/single_pass.py``, which it runs before);
 - ``source LEFT OUTER JOIN those rows``: the matched rows are broadcast when even every candidate
   row matching would fit (``broadcastMatchedMaxBytes``), so the source streams into the write;
   otherwise both sides are shuffled (the matched target rows only, never the whole target).
@@ -129,10 +134,43 @@ def _matched_side_bytes(ctx: MergeContext, candidates: Sequence[AddFile], texts:
     return rows * (8 + 8 + sum(broadcast.width(fields[i].dataType) for i in used if i < len(fields)))
 
 
-def _matched_targets(ctx: MergeContext, candidates: Sequence[AddFile], uris: list[str]) -> DataFrame:
-    """The candidates' rows some source row matches, each with its number (file and position)."""
+def _texts(ctx: MergeContext) -> tuple[list[str], list[str]]:
+    """The output expressions of matched rows, and every SQL text that reads target columns."""
+    rm = ctx.rm
+    outputs = output_exprs(rm, has_target=True, copies=False, tracking=ctx.row_tracking)
+    return outputs, [to_sql(rm.condition), action_sql(rm, has_source=True, has_target=True), *outputs]
+
+
+def _broadcasting(ctx: MergeContext, candidates: Sequence[AddFile], texts: Sequence[str]) -> bool:
+    """Whether the target side is broadcast: even every candidate row matching would fit."""
+    size = _matched_side_bytes(ctx, candidates, texts)
+    return size is not None and size <= int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
+
+
+def _few_rows(candidates: Sequence[AddFile], ctx: MergeContext) -> bool:
+    """Whether the candidates hold at most ``broadcastCandidatesMaxRows`` live rows."""
+    rows = broadcast.live_rows(candidates)
+    return rows is not None and rows <= int(setting(ctx.spark, SessionConf.BROADCAST_CANDIDATES_MAX_ROWS))
+
+
+def broadcasts_every_candidate(ctx: MergeContext, candidates: Sequence[AddFile]) -> bool:
+    """Whether the one job applies and broadcasts every candidate row (no semi-join)."""
+    return (
+        applies(ctx, candidates)
+        and _few_rows(candidates, ctx)
+        and _broadcasting(ctx, candidates, _texts(ctx)[1])
+    )
+
+
+def _matched_targets(
+    ctx: MergeContext, candidates: Sequence[AddFile], uris: list[str], *, semi: bool
+) -> DataFrame:
+    """The candidates' rows some source row matches (every row without ``semi``), each with its
+    number (file and position)."""
     target = ctx.target(candidates, with_file=True, with_row_index=True)
-    matched = target.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
+    matched = target
+    if semi:
+        matched = target.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
     # A long per row instead of the path; a path not in ``uris`` gets none.
     fields = [StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)]
     fields.append(StructField(_LIMIT, LongType(), False))
@@ -158,14 +196,11 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     uris = list(index.by_spark_path)
     index_order = [index.by_spark_path[u] for u in uris]
     source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
-    matched = _matched_targets(ctx, index_order, uris)
     # Broadcast when even every candidate row matching would fit: the source then streams into
     # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
-    outputs = output_exprs(rm, has_target=True, copies=False, tracking=ctx.row_tracking)
-    texts = [to_sql(rm.condition), action_sql(rm, has_source=True, has_target=True), *outputs]
-    size = _matched_side_bytes(ctx, candidates, texts)
-    limit = int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
-    broadcasting = size is not None and size <= limit
+    outputs, texts = _texts(ctx)
+    broadcasting = _broadcasting(ctx, candidates, texts)
+    matched = _matched_targets(ctx, index_order, uris, semi=not (broadcasting and _few_rows(candidates, ctx)))
     if broadcasting:
         matched = F.broadcast(matched)
     joined = source.join(matched, on=ctx.condition(), how="left")
