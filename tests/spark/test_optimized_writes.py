@@ -95,10 +95,19 @@ def test_append_file_count(spark, tmp_path, optimized) -> None:
     assert sum(a.num_records for a in added) == 600
 
 
-@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_partitioned_merge_writes_one_file_per_partition(spark, tmp_path, dv) -> None:
+@pytest.mark.parametrize(
+    ("dv", "variant"),
+    [(False, "default"), (True, "default"), (True, "one-job")],
+    ids=["cow", "dv", "dv-one-job-semi-join"],
+)
+def test_partitioned_merge_writes_one_file_per_partition(spark, tmp_path, spark_conf, dv, variant) -> None:
     """A MERGE into a partitioned table with optimized writes (the table property) writes each
-    partition's rows in one file, without its own repartition, and the rows are right."""
+    partition's rows in one file, without its own repartition, and the rows are right; so does DV
+    mode's one job (every candidate row broadcast by default; semi-joined with the source when
+    forced), which once planned it without adaptive execution, where Spark drops the rebalance."""
+    from merge_variants import VARIANTS
+
+    spark_conf(VARIANTS[variant])
     path = str(tmp_path / "t")
     configuration = {
         "delta.autoOptimize.optimizeWrite": "true",

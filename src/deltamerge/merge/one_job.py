@@ -248,10 +248,12 @@ def _static_plan(ctx: MergeContext) -> Iterator[None]:
     into 3 partitions on 2 cores (a lone last task: ~0.3 s of a 2 s merge). Without it, every shuffle
     (the join's when it is shuffled, a partitioned table's repartitioning before the write) has a
     multiple of the cores as partitions, about ``_ROWS_PER_TASK`` rows each, at most the session's
-    shuffle partitions. Classic sessions only (on Connect each setting costs a round trip).
+    shuffle partitions. Classic sessions only (on Connect each setting costs a round trip). Not with
+    optimized writes: their rebalance before the write is one file per partition only under
+    adaptive execution (Spark drops it without), as in ``broadcast.write_output``.
     """
     spark = ctx.spark
-    if is_connect(spark):
+    if is_connect(spark) or ctx.optimize_write_bin_size:
         yield
         return
     cores = max(1, spark.sparkContext.defaultParallelism)
