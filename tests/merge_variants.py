@@ -1,6 +1,6 @@
 """The executions of a MERGE that deltamerge chooses between, each forced by session settings, so
-that tests can run one merge every way and compare: the default choice (DV mode with few candidate
-rows: the one job broadcasting every candidate row; otherwise as "single-pass"), the single pass
+that tests can run one merge every way and compare: the default choice (DV mode: the one job,
+broadcasting every candidate row when they are few; copy-on-write: as "single-pass"), the single pass
 (merge/single_pass.py; also when every candidate file is guessed to be touched), DV mode's one job
 with the matched rows broadcast or shuffled (merge/one_job.py; copy-on-write takes the two jobs
 there), the two-job broadcast variant (merge/broadcast.py) and the Delta-shaped path
@@ -15,7 +15,7 @@ CANDIDATES = "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows"
 
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
-    "single-pass": {CANDIDATES: "0"},
+    "single-pass": {ONE_JOB: "false"},
     # Copy-on-write's single pass beyond its row limit whenever a candidate may match at all (a
     # guess that is often wrong on small data: the discarded write and the two jobs then run).
     "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9", CANDIDATES: "0"},

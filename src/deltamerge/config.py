@@ -186,8 +186,9 @@ class SessionConf:
     # deltamerge's own: a source that plainly reads the files of a Delta table is summarised from
     # their statistics (key ranges, row counts) instead of a Spark job (merge/source_stats.py).
     SOURCE_STATISTICS = Setting("spark.deltamerge.merge.sourceStatistics", True, parse_bool)
-    # deltamerge's own: DV mode's broadcast variant as one Spark job beyond the single pass's
-    # limit (merge/one_job.py); false runs the two jobs of merge/broadcast.py.
+    # deltamerge's own: DV mode's broadcast variant as one Spark job (merge/one_job.py), ahead of the
+    # single pass; false runs the single pass within its limit and the two jobs of
+    # merge/broadcast.py beyond it.
     DV_ONE_JOB = Setting("spark.deltamerge.merge.deletionVectors.oneJob", True, parse_bool)
     # deltamerge's own: the one job broadcasts the matched target rows (the target columns the merge
     # reads and a position) when, even with every candidate row matching, they would take at most this many
@@ -197,10 +198,9 @@ class SessionConf:
     )
     # deltamerge's own: when the candidate files hold at most this many live rows and all of them fit
     # the limit above, the one job broadcasts every candidate row instead of semi-joining them with
-    # the broadcast source first (one broadcast instead of two); it then runs before the single pass.
-    # 0 always semi-joins.
+    # the broadcast source first (one broadcast instead of two). 0 always semi-joins.
     BROADCAST_CANDIDATES_MAX_ROWS = Setting(
-        "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows", 250_000, int
+        "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows", 65_536, int
     )
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)

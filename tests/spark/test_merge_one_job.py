@@ -240,8 +240,8 @@ def test_one_job_merge_shapes(spark, tmp_path, monkeypatch, shape, side):
 
 def test_one_job_broadcasts_every_candidate_row_when_few(spark, tmp_path, monkeypatch):
     """Candidates of at most ``broadcastCandidatesMaxRows`` live rows that fit the broadcast limit
-    are broadcast whole, with no semi-join against the source, and the one job runs ahead of the
-    single pass. Above the limit the semi-join comes back; at 0 the single pass runs as before.
+    are broadcast whole, with no semi-join against the source. Above the limit the semi-join comes
+    back; either way the one job runs ahead of the single pass, which runs when the one job is off.
     Same table, counters and deletion vectors as the Delta-shaped path each way."""
     from deltamerge.merge import one_job
 
@@ -254,8 +254,8 @@ def test_one_job_broadcasts_every_candidate_row_when_few(spark, tmp_path, monkey
     cases = [
         ("default", {}, ["one-job"], [False]),
         # 1,000 rows in the table, ~980 live after the delete: above 500, the semi-join again.
-        ("above", {merge_variants.CANDIDATES: "500", merge_variants.SINGLE_PASS: "0"}, ["one-job"], [True]),
-        ("off", {merge_variants.CANDIDATES: "0"}, ["single"], []),
+        ("above", {merge_variants.CANDIDATES: "500"}, ["one-job"], [True]),
+        ("off", {merge_variants.ONE_JOB: "false"}, ["single"], []),
         ("delta-shaped", DELTA_SHAPED, [], []),
     ]
     results = []

@@ -740,9 +740,10 @@ def test_not_matched_by_source_with_duplicate_source_keys_runs_job_one(spark, tm
 def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encoding):
     """DV mode's single pass brings every matched row's position to the driver: as numbers tagged
     with the file's ordinal (few candidates), as (file, position) structs (many), and when a
-    file's path is spelt differently from the candidates' (no ordinal), it retries; so does the
-    one job (no base for the row's number), and the two jobs run. Same rows, counters and
-    deletion vectors as the Delta-shaped path."""
+    file's path is spelt differently from the candidates' (no ordinal), it retries and the two
+    jobs run; by default the one job runs first and retries the same way (no base for the row's
+    number), then the single pass. Same rows, counters and deletion vectors as the Delta-shaped
+    path."""
     from deltamerge.merge import one_job, single_pass
     from deltamerge.spark import scan
 
@@ -759,7 +760,7 @@ def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encodin
         monkeypatch.setattr(single_pass, "file_index", respelt)
         monkeypatch.setattr(one_job, "file_index", respelt)
     results = []
-    for variant in ("single-pass", "delta-shaped"):
+    for variant in ("default", "single-pass", "delta-shaped"):
         path = str(tmp_path / variant)
         _table(spark, path, n=400, files=4, dv=True)
         DeltaTable.forPath(spark, path).delete("id % 50 = 7")  # existing deletion vectors
@@ -777,12 +778,15 @@ def test_single_pass_dv_position_encodings(spark, tmp_path, monkeypatch, encodin
                 [("whenMatchedDelete", "s.v = 2"), ("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)],
             )
         if variant == "single-pass":
-            untagged = ["retry", "retry", "matched", "written"]  # the single pass, then the one job
+            untagged = ["retry", "matched", "written"]  # the single pass, then the two jobs
             assert outcomes == (untagged if encoding == "untagged" else ["single"])
+        elif variant == "default":  # the one job, then the single pass, then the two jobs
+            untagged = ["retry", "retry", "matched", "written"]
+            assert outcomes == (untagged if encoding == "untagged" else ["one-job"])
         snap = DeltaLog.for_table(path).update()
         dv_rows = sorted(f.deletion_vector.cardinality for f in snap.files if f.deletion_vector)
         results.append((res, _rows(spark, path), dv_rows))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
     assert results[0][0] == (6, 3, 1, 2)  # 57 was deleted before: it is inserted again
 
 

@@ -109,14 +109,12 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     known = every_file_touched(ctx, candidates) if every_row_changes(ctx) else None
     if known is not None:
         return replace_whole_files(ctx, candidates, known, deletion_vectors=True)
-    # Few candidate rows: the one job broadcasts them all (one broadcast), ahead of the single pass
-    # (two broadcasts and a union).
-    whole = one_job.broadcasts_every_candidate(ctx, candidates)
-    done = one_job.try_write(ctx, candidates) if whole else None
+    # The one job first (every candidate row broadcast when they are few, else semi-joined with the
+    # source), then the single pass (two broadcasts and a union), which it beat at every size
+    # measured (merge/one_job.py).
+    done = one_job.try_write(ctx, candidates)
     if done is None:
         done = single_pass.try_write(ctx, candidates, deletion_vectors=True)
-    if done is None and not whole:
-        done = one_job.try_write(ctx, candidates)
     if done is not None:
         assert done.modified_rows is not None
         return [*deletion_vector_actions(ctx, done.touched, done.modified_rows), *done.adds]
