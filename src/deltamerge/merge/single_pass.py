@@ -18,6 +18,9 @@ mixed into the output, so unless every candidate was touched the files are delet
 two-job variant runs (``merge/broadcast.py``). DV mode writes no copies and keeps its output
 whatever was touched. A target row matched twice discards the output as well
 (``SourceNotUnique``): the Delta-shaped path reports it.
+
+DV mode runs its one job (``merge/one_job.py``) first, which was faster at every size measured;
+there the single pass is the fallback when the one job is off or cannot trust its output.
 """
 
 from __future__ import annotations
