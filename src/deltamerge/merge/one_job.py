@@ -1,4 +1,4 @@
-"""DV mode's broadcast variant as one Spark job, for candidate files of many rows (beyond Delta OSS).
+"""DV mode's broadcast variant as one Spark job, its first choice at any size (beyond Delta OSS).
 
 The two-job variant (``merge/broadcast.py``) scans the candidates against the broadcast source,
 persists the matched rows, collects the touched files and positions, then writes in a second job.
@@ -150,7 +150,7 @@ def _broadcasting(ctx: MergeContext, candidates: Sequence[AddFile], texts: Seque
     return size is not None and size <= int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
 
 
-def _few_rows(candidates: Sequence[AddFile], ctx: MergeContext) -> bool:
+def _few_rows(ctx: MergeContext, candidates: Sequence[AddFile]) -> bool:
     """Whether the candidates hold at most ``broadcastCandidatesMaxRows`` live rows."""
     rows = broadcast.live_rows(candidates)
     return rows is not None and rows <= int(setting(ctx.spark, SessionConf.BROADCAST_CANDIDATES_MAX_ROWS))
@@ -194,7 +194,8 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
     outputs, texts = _texts(ctx)
     broadcasting = _broadcasting(ctx, candidates, texts)
-    matched = _matched_targets(ctx, index_order, uris, semi=not (broadcasting and _few_rows(candidates, ctx)))
+    whole = broadcasting and _few_rows(ctx, candidates)
+    matched = _matched_targets(ctx, index_order, uris, semi=not whole)
     if broadcasting:
         matched = F.broadcast(matched)
     joined = source.join(matched, on=ctx.condition(), how="left")
