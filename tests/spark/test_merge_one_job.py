@@ -100,6 +100,32 @@ def test_one_job_partitioned_table(spark, tmp_path, monkeypatch, side):
     assert results[0] == results[1]
 
 
+@pytest.mark.parametrize("case_max_files", [0, 64])
+def test_one_job_numbers_from_case_or_frame_of_paths(spark, tmp_path, monkeypatch, case_max_files):
+    """Each matched row's number comes from a CASE over the candidates' paths (few candidates) or
+    from a broadcast frame of paths (many): same table, counters and deletion vectors either way."""
+    from deltamerge.merge import one_job
+
+    outcomes = _spy_broadcast(monkeypatch)
+    monkeypatch.setattr(one_job, "_CASE_MAX_FILES", case_max_files)
+    frames = []
+    real = one_job.local_frame
+    monkeypatch.setattr(one_job, "local_frame", lambda *a: frames.append(len(a[1])) or real(*a))
+    results = []
+    for variant, conf in (("one-job", SIDES["broadcast"]), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / variant)
+        _table(spark, path, dv=True)
+        DeltaTable.forPath(spark, path).delete("id % 50 = 7")
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, _source(spark), "t.id = s.id", CLAUSES["mixed"])
+        if variant == "one-job":
+            assert outcomes == ["one-job"]
+        results.append((res, *_state(spark, path)))
+    assert results[0] == results[1]
+    assert frames == ([] if case_max_files else [10])  # ten candidate files
+
+
 def test_one_job_without_statistics(spark, tmp_path, monkeypatch, drop_stats):
     """Files without row counts: each file's numbers start at a multiple of 2^42, and the matched
     rows are shuffled (no bound on how many there are)."""
