@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from test_merge_pruning import _rows, _run, _settings, _spy_broadcast, _table
 
+import deltamerge
 import merge_variants
 from deltamerge import DeltaTable
 from deltamerge.log.actions import AddFile
@@ -376,3 +378,26 @@ def test_understated_row_count_never_removes_a_file_whole(spark, tmp_path, varia
         res = _run(spark, path, source, "t.id = s.id", [("whenMatchedDelete",)])
     assert res == (3, 0, 3, 0)
     assert sorted(r[0] for r in _rows(spark, path)) == list(range(3, 400))
+
+
+def test_one_job_code_is_reused_by_merges_into_other_files(spark, tmp_path, monkeypatch):
+    """The candidates' numbers stay out of the generated code: a merge into a file of another row
+    count (other bases and limits) compiles nothing the previous merge did not."""
+    from deltamerge.spark.session import local_frame, temporary_settings
+
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    outcomes = _spy_broadcast(monkeypatch)
+    schema = StructType([StructField("id", LongType()), StructField("v", IntegerType())])
+    source = local_frame(spark, [(i, 7) for i in (10, 11, 12, 2000)], schema)
+    counts = []
+    for n, keep in ((1000, "true"), (1000, "id % 2 = 0 OR id = 999"), (1000, "id % 3 = 0 OR id = 999")):
+        path = str(tmp_path / f"t{len(counts)}")
+        rows = spark.range(0, n, numPartitions=1).selectExpr("id", "CAST(id % 7 AS INT) AS v").where(keep)
+        deltamerge.write(rows, path, configuration={"delta.enableDeletionVectors": "true"})
+        settings = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+        with temporary_settings(spark, settings):
+            before = compiled.getCount()
+            _run(spark, path, source, "t.id = s.id", CLAUSES["upsert"])
+            counts.append(compiled.getCount() - before)
+        assert outcomes[-1] == "one-job"
+    assert counts[1:] == [0, 0], counts

@@ -173,11 +173,12 @@ def _matched_targets(
     rows = list(zip(uris, number_bases(candidates), limits, strict=True))
     base, limit = _BASE, _LIMIT
     if len(rows) <= _CASE_MAX_FILES:
-        # A CASE over the few paths: no frame to build, broadcast and join (a job and ~0.1 s).
-        base, limit = (
-            f"CASE {FILE_COL} {' '.join(f'WHEN {sql_string(u)} THEN {r[i]}' for u, *r in rows)} END"
-            for i in (0, 1)
-        )
+        # A CASE over the few paths: no frame to build, broadcast and join (a job and ~0.1 s). The
+        # numbers stay out of the generated code (an array literal is a reference, a number is
+        # inlined): the next merge, with other bases, reuses the compiled code (~15 ms a stage).
+        whens = " ".join(f"WHEN {sql_string(u)} THEN {i + 1}" for i, u in enumerate(uris))
+        index = f"CASE {FILE_COL} {whens} END"
+        base, limit = (f"element_at(array({', '.join(f'{r[i]}L' for r in rows)}), {index})" for i in (1, 2))
     else:
         fields = [StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)]
         fields.append(StructField(_LIMIT, LongType(), False))
