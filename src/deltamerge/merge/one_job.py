@@ -8,7 +8,10 @@ it all:
 - ``candidates LEFT SEMI JOIN broadcast(source)``: the matched target rows, found while the target
   streams (Spark prunes the broadcast to the ON condition's columns). Each keeps the target
   columns the merge reads and one number, its file's base plus twice its row position
-  (``number_bases``), instead of a path string. Candidates of few rows
+  (``number_bases``), instead of a path string: up to ``_CASE_MAX_FILES`` candidates, a CASE over
+  their paths picks the base from an array literal (no frame of paths to build, broadcast and join;
+  the one-file upsert measured below, 50,000 rows: 0.69 s against 0.76 s); beyond, a broadcast
+  frame of paths joins on the path. Candidates of few rows
   (``broadcastCandidatesMaxRows``) that fit the broadcast limit skip the semi-join: every
   candidate row is broadcast, and rows no source row matches simply find no partner (one
   broadcast instead of two). DV mode runs this job ahead of the single pass
