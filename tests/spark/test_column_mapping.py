@@ -415,3 +415,57 @@ def test_compaction_and_replace_where_keep_physical_names(spark, tmp_path) -> No
     new = spark.createDataFrame([(100, "0", (100,))], "id long, p string, s struct<a:long>")
     replace_rows(new, path, (), False, predicate="p = '0'")
     assert _rows(spark, path) == sorted([(100, "0", (100,)), *[r for r in before if r[1] == "1"]])
+
+
+@pytest.mark.parametrize("case_max_files", [0, 8])
+def test_partition_values_and_row_ids_from_a_case_or_a_frame_of_paths(
+    spark, tmp_path, monkeypatch, case_max_files: int
+) -> None:
+    """A scan takes each file's partition values (column mapping: not from the directory names)
+    and row-tracking bases from a CASE over the paths (few files) or a broadcast frame of paths
+    (many): the same rows and row ids either way, NULL and odd partition values included."""
+    from deltamerge.spark import scan
+
+    monkeypatch.setattr(scan, "CASE_MAX_FILES", case_max_files)
+    frames: list[int] = []
+    real = scan.local_frame
+    monkeypatch.setattr(scan, "local_frame", lambda *a: frames.append(len(a[1])) or real(*a))
+    path = str(tmp_path / "t")
+    parts = ["a b", "50%", "it's", "back\\slash", None]
+    rows = [(i, parts[i % len(parts)], i * 10) for i in range(20)]
+    conf = {
+        "delta.columnMapping.mode": "name",
+        "delta.enableRowTracking": "true",
+        "delta.enableDeletionVectors": "true",
+    }
+    deltamerge.write(
+        spark.createDataFrame(rows, "id long, p string, v long").coalesce(1),
+        path,
+        partition_by=["p"],
+        configuration=conf,
+    )
+    before = {
+        r.id: r.row_id
+        for r in deltamerge.read(spark, path, row_tracking=True).select("id", "_metadata.row_id").collect()
+    }
+    source = spark.createDataFrame(
+        [(i, parts[i % len(parts)], -i) for i in range(0, 20, 3)] + [(99, "50%", 1)],
+        "id long, p string, v long",
+    )
+    result = (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(source.alias("s"), "t.id = s.id AND t.p <=> s.p")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().collect()[0]
+    )  # fmt: skip
+    assert tuple(result) == (8, 7, 0, 1)
+    after = (
+        deltamerge.read(spark, path, row_tracking=True).select("id", "p", "v", "_metadata.row_id").collect()
+    )
+    expected = {i: (parts[i % len(parts)], -i if i % 3 == 0 else i * 10) for i in range(20)} | {
+        99: ("50%", 1)
+    }
+    assert {r.id: (r.p, r.v) for r in after} == expected
+    assert all(r.row_id == before[r.id] for r in after if r.id in before)  # updated rows keep their ids
+    assert len({r.row_id for r in after}) == len(after)
+    # Five partitions, one file each: a frame of paths only when the CASE is off.
+    assert bool(frames) == (case_max_files == 0)

@@ -68,7 +68,14 @@ from deltamerge.merge.output import (
 )
 from deltamerge.merge.single_pass import Written
 from deltamerge.predicates import to_sql
-from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, ROW_TRACKING_COLS, file_index
+from deltamerge.spark.scan import (
+    FILE_COL,
+    ROW_INDEX_COL,
+    ROW_TRACKING_COLS,
+    file_case_index,
+    file_index,
+    indexed_value,
+)
 from deltamerge.spark.session import (
     is_connect,
     job_phase,
@@ -77,7 +84,7 @@ from deltamerge.spark.session import (
     setting,
     temporary_settings,
 )
-from deltamerge.spark.types import quote_name, sql_string
+from deltamerge.spark.types import quote_name
 
 _BASE = "__dm_base"
 _LIMIT = "__dm_rows"
@@ -176,12 +183,10 @@ def _matched_targets(
     rows = list(zip(uris, number_bases(candidates), limits, strict=True))
     base, limit = _BASE, _LIMIT
     if len(rows) <= _CASE_MAX_FILES:
-        # A CASE over the few paths: no frame to build, broadcast and join (a job and ~0.1 s). The
-        # numbers stay out of the generated code (an array literal is a reference, a number is
-        # inlined): the next merge, with other bases, reuses the compiled code (~15 ms a stage).
-        whens = " ".join(f"WHEN {sql_string(u)} THEN {i + 1}" for i, u in enumerate(uris))
-        index = f"CASE {FILE_COL} {whens} END"
-        base, limit = (f"element_at(array({', '.join(f'{r[i]}L' for r in rows)}), {index})" for i in (1, 2))
+        # A CASE over the few paths: no frame to build, broadcast and join (a job and ~0.1 s); the
+        # numbers stay out of the generated code (``indexed_value``).
+        index = file_case_index(uris)
+        base, limit = (indexed_value([r[i] for r in rows], "BIGINT", index) for i in (1, 2))
     else:
         fields = [StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)]
         fields.append(StructField(_LIMIT, LongType(), False))

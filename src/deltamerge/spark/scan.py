@@ -41,7 +41,7 @@ from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import column_mapping, paths
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.session import internal_plan, local_frame
-from deltamerge.spark.types import as_nullable, data_schema, quote_name, to_spark_schema
+from deltamerge.spark.types import as_nullable, data_schema, quote_name, sql_string, to_spark_schema
 
 FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
@@ -112,22 +112,51 @@ def file_index(table_root: str, files: Sequence[AddFile]) -> FileIndex:
     return FileIndex({spark_file_uri(absolute_file_path(table_root, f.path)): f for f in files})
 
 
-def _partition_lookup(
-    spark: SparkSession,
-    table_root: str,
-    files: Sequence[AddFile],
-    schema: StructType,
-    partition_columns: Sequence[str],
-    keys: Sequence[str],
-) -> DataFrame:
-    fields = [StructField(FILE_COL, StringType(), False)]
-    fields += [StructField(f"__dm_pv_{i}", StringType(), True) for i in range(len(partition_columns))]
-    rows = []
+#: Up to this many files, per-file values (partition values, row tracking bases) come from a CASE
+#: over the files' paths indexing array literals (per row, a comparison per path), instead of a
+#: broadcast join with a frame of paths (a local relation, its broadcast job and a join: ~0.1 s).
+CASE_MAX_FILES = 8
+
+
+def file_case_index(uris: Sequence[str]) -> str:
+    """SQL giving each row's 1-based index of its ``FILE_COL`` among ``uris`` (NULL if absent)."""
+    whens = " ".join(f"WHEN {sql_string(u)} THEN {i + 1}" for i, u in enumerate(uris))
+    return f"CASE {FILE_COL} {whens} END"
+
+
+def indexed_value(values: Sequence[str | int | None], sql_type: str, index: str) -> str:
+    """SQL picking ``values[index - 1]`` (strings or integers, None for NULL) of type ``sql_type``.
+
+    An array literal, not a CASE of values: Spark inlines a number literal into the generated Java
+    source, so other values (the next merge's files) would compile the code anew (~15 ms a stage);
+    an array literal is passed by reference."""
+
+    def lit(v: str | int | None) -> str:
+        if v is None:
+            return f"CAST(NULL AS {sql_type})"
+        return sql_string(v) if isinstance(v, str) else f"CAST({int(v)} AS {sql_type})"
+
+    return f"element_at(array({', '.join(lit(v) for v in values)}), {index})"
+
+
+def _partition_values(files: Sequence[AddFile], keys: Sequence[str]) -> list[list[str | None]]:
+    """Per partition key (physical names under column mapping), each file's value (None for NULL)."""
+    out: list[list[str | None]] = [[] for _ in keys]
     for f in files:
         pv = {k.lower(): v for k, v in f.partition_values.items()}
-        values = [pv.get(k.lower()) for k in keys]  # physical names under column mapping
-        uri = spark_file_uri(absolute_file_path(table_root, f.path))
-        rows.append((uri, *[None if v == "" else v for v in values]))
+        for i, k in enumerate(keys):
+            v = pv.get(k.lower())
+            out[i].append(None if v == "" else v)
+    return out
+
+
+def _partition_lookup(
+    spark: SparkSession, table_root: str, files: Sequence[AddFile], keys: Sequence[str]
+) -> DataFrame:
+    fields = [StructField(FILE_COL, StringType(), False)]
+    fields += [StructField(f"__dm_pv_{i}", StringType(), True) for i in range(len(keys))]
+    uris = [spark_file_uri(absolute_file_path(table_root, f.path)) for f in files]
+    rows = list(zip(uris, *_partition_values(files, keys), strict=True))
     return local_frame(spark, rows, StructType(fields))
 
 
@@ -338,13 +367,21 @@ def _scan_group(
     if not partition_columns:
         return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
     keys = mapping.keys if mapping is not None else partition_columns
-    lookup = _partition_lookup(spark, table_root, files, schema, partition_columns, keys)
-    df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
+    raws: list[Column]
+    if len(files) <= CASE_MAX_FILES:
+        uris = [spark_file_uri(absolute_file_path(table_root, f.path)) for f in files]
+        index = file_case_index(uris)
+        df = df.where(f"{index} IS NOT NULL")  # as the inner join: rows of the listed files only
+        raws = [F.expr(indexed_value(v, "STRING", index)) for v in _partition_values(files, keys)]
+    else:
+        lookup = _partition_lookup(spark, table_root, files, keys)
+        df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
+        raws = [F.col(f"__dm_pv_{i}") for i in range(len(keys))]
     out: list[Column] = []
     pidx = {c.lower(): i for i, c in enumerate(partition_columns)}
     for f in schema.fields:
         if f.name.lower() in pidx:
-            raw = F.col(f"__dm_pv_{pidx[f.name.lower()]}")
+            raw = raws[pidx[f.name.lower()]]
             out.append(partition_value_column(raw, f.dataType.typeName(), f.dataType).alias(f.name))
         else:
             out.append(F.col(quote_name(f.name)))
@@ -370,15 +407,22 @@ def _with_row_tracking(
     if not row_tracking:
         return df
     id_col, version_col = (quote_name(n) for n in row_tracking)
-    lookup = _row_tracking_lookup(spark, table_root, files)
-    joined = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
     keep = [
         c for c in df.columns if c not in (*row_tracking, "__dm_position") and (with_file or c != FILE_COL)
     ]
+    base, version = "__dm_base_row_id", "__dm_default_version"
+    if len(files) <= CASE_MAX_FILES:
+        index = file_case_index([spark_file_uri(absolute_file_path(table_root, f.path)) for f in files])
+        joined = df.where(f"{index} IS NOT NULL")  # as the inner join: rows of the listed files only
+        base = indexed_value([f.base_row_id for f in files], "BIGINT", index)
+        version = indexed_value([f.default_row_commit_version for f in files], "BIGINT", index)
+    else:
+        lookup = _row_tracking_lookup(spark, table_root, files)
+        joined = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
     return joined.selectExpr(
         *[quote_name(c) for c in keep],
-        f"coalesce({id_col}, __dm_base_row_id + __dm_position) AS {ROW_ID_COL}",
-        f"coalesce({version_col}, __dm_default_version) AS {ROW_VERSION_COL}",
+        f"coalesce({id_col}, {base} + __dm_position) AS {ROW_ID_COL}",
+        f"coalesce({version_col}, {version}) AS {ROW_VERSION_COL}",
     )
 
 
