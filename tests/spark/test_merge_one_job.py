@@ -126,13 +126,13 @@ def _mixed_merge_both_ways(spark, tmp_path, outcomes, created=None):
 def test_one_job_numbers_from_case_or_frame_of_paths(spark, tmp_path, monkeypatch, case_max_files):
     """Each matched row's number comes from a CASE over the candidates' paths (few candidates) or
     from a broadcast frame of paths (many): same table, counters and deletion vectors either way."""
-    from deltamerge.merge import one_job
+    from deltamerge.spark import scan
 
     outcomes = _spy_broadcast(monkeypatch)
-    monkeypatch.setattr(one_job, "_CASE_MAX_FILES", case_max_files)
+    monkeypatch.setattr(scan, "CASE_MAX_FILES", case_max_files)
     frames = []
-    real = one_job.local_frame
-    monkeypatch.setattr(one_job, "local_frame", lambda *a: frames.append(len(a[1])) or real(*a))
+    real = scan.local_frame
+    monkeypatch.setattr(scan, "local_frame", lambda *a: frames.append(len(a[1])) or real(*a))
     results = _mixed_merge_both_ways(spark, tmp_path, outcomes)
     assert results[0] == results[1]
     assert frames == ([] if case_max_files else [10])  # ten candidate files

@@ -8,13 +8,12 @@ it all:
 - ``candidates LEFT SEMI JOIN broadcast(source)``: the matched target rows, found while the target
   streams (Spark prunes the broadcast to the ON condition's columns). Each keeps the target
   columns the merge reads and one number, its file's base plus twice its row position
-  (``number_bases``), instead of a path string: up to ``_CASE_MAX_FILES`` candidates, a CASE over
-  their paths picks the base from an array literal (no frame of paths to build, broadcast and join;
-  the one-file upsert measured below, 50,000 rows: 0.69 s against 0.76 s); beyond, a broadcast
-  frame of paths joins on the path. Candidates of few rows
-  (``broadcastCandidatesMaxRows``) that fit the broadcast limit skip the semi-join: every
-  candidate row is broadcast, and rows no source row matches simply find no partner (one
-  broadcast instead of two). DV mode runs this job ahead of the single pass
+  (``number_bases``), instead of a path string. The bases come from ``scan.file_values``: a CASE
+  over few candidates' paths (no frame of paths to build, broadcast and join; the one-file upsert
+  measured below, 50,000 rows: 0.69 s against 0.76 s), a broadcast frame of paths beyond.
+  Candidates of few rows (``broadcastCandidatesMaxRows``) that fit the broadcast limit skip the
+  semi-join: every candidate row is broadcast, and rows no source row matches simply find no
+  partner (one broadcast instead of two). DV mode runs this job ahead of the single pass
   (``merge/single_pass.py``: two broadcasts and a union). Measured in one process (interleaved
   medians), a 5,000-row upsert into one file of a 5M-row table: 50,000 rows in the file, every
   row broadcast 0.76 s, semi-joined 0.82 s, the single pass 0.99 s; 100,000 rows, 0.86 s against
@@ -46,7 +45,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
@@ -69,17 +67,14 @@ from deltamerge.merge.output import (
 from deltamerge.merge.single_pass import Written
 from deltamerge.predicates import to_sql
 from deltamerge.spark.scan import (
-    FILE_COL,
     ROW_INDEX_COL,
     ROW_TRACKING_COLS,
-    file_case_index,
     file_index,
-    indexed_value,
+    file_values,
 )
 from deltamerge.spark.session import (
     is_connect,
     job_phase,
-    local_frame,
     observed_text,
     setting,
     temporary_settings,
@@ -94,9 +89,6 @@ _ROWS_PER_TASK = 1_000_000
 #: (positions below 2^41, up to 2^21 files).
 _SHIFT = 42
 _MAX_FILES = 1 << 21
-#: Up to this many candidates, each row's number comes from a CASE over the paths (per row, a
-#: comparison per path), beyond it from a broadcast join with a frame of paths.
-_CASE_MAX_FILES = 8
 
 
 class _Retry(Exception):
@@ -180,18 +172,9 @@ def _matched_targets(
         matched = target.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
     # A long per row instead of the path; a path not in ``uris`` gets none.
     limits = [(1 << (_SHIFT - 1)) if f.num_records is None else f.num_records for f in candidates]
-    rows = list(zip(uris, number_bases(candidates), limits, strict=True))
-    base, limit = _BASE, _LIMIT
-    if len(rows) <= _CASE_MAX_FILES:
-        # A CASE over the few paths: no frame to build, broadcast and join (a job and ~0.1 s); the
-        # numbers stay out of the generated code (``indexed_value``).
-        index = file_case_index(uris)
-        base, limit = (indexed_value([r[i] for r in rows], "BIGINT", index) for i in (1, 2))
-    else:
-        fields = [StructField(FILE_COL, StringType(), False), StructField(_BASE, LongType(), False)]
-        fields.append(StructField(_LIMIT, LongType(), False))
-        bases = local_frame(ctx.spark, rows, StructType(fields))
-        matched = matched.join(F.broadcast(bases), on=FILE_COL, how="left")
+    values = {_BASE: ("BIGINT", number_bases(candidates)), _LIMIT: ("BIGINT", limits)}
+    matched, exprs = file_values(matched, uris, values, inner=False)
+    base, limit = exprs[_BASE], exprs[_LIMIT]
     names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields))]
     names += list(ROW_TRACKING_COLS) if ctx.row_tracking else []
     # The number doubles as the "target present" marker, one column fewer to broadcast or shuffle.

@@ -112,9 +112,10 @@ def file_index(table_root: str, files: Sequence[AddFile]) -> FileIndex:
     return FileIndex({spark_file_uri(absolute_file_path(table_root, f.path)): f for f in files})
 
 
-#: Up to this many files, per-file values (partition values, row tracking bases) come from a CASE
-#: over the files' paths indexing array literals (per row, a comparison per path), instead of a
-#: broadcast join with a frame of paths (a local relation, its broadcast job and a join: ~0.1 s).
+#: Up to this many files, per-file values (partition values, row tracking bases, the DV one job's
+#: numbering) come from a CASE over the files' paths indexing array literals (per row, a comparison
+#: per path), instead of a broadcast join with a frame of paths (a local relation, its broadcast job
+#: and a join: ~0.1 s). See ``file_values``.
 CASE_MAX_FILES = 8
 
 
@@ -139,6 +140,38 @@ def indexed_value(values: Sequence[str | int | None], sql_type: str, index: str)
     return f"element_at(array({', '.join(lit(v) for v in values)}), {index})"
 
 
+_FRAME_TYPES: dict[str, DataType] = {"STRING": StringType(), "BIGINT": LongType()}
+
+
+def file_values(
+    df: DataFrame,
+    uris: Sequence[str],
+    columns: Mapping[str, tuple[str, Sequence[str | int | None]]],
+    *,
+    inner: bool,
+) -> tuple[DataFrame, dict[str, str]]:
+    """Per-file values for the rows of ``df`` (by its ``FILE_COL``): ``columns`` maps a name to
+    (``STRING`` or ``BIGINT``, one value per URI of ``uris``). Returns ``df`` ready to read them and
+    per name the SQL that reads them. Up to ``CASE_MAX_FILES`` files, a CASE over the paths indexes
+    array literals (``indexed_value``); beyond (a CASE compares every path per row), a broadcast
+    frame of paths is joined on the path. ``inner``: rows of files not listed are dropped, else
+    their values are NULL."""
+    if len(uris) <= CASE_MAX_FILES:
+        index = file_case_index(uris)
+        exprs = {name: indexed_value(values, t, index) for name, (t, values) in columns.items()}
+        return (df.where(f"{index} IS NOT NULL") if inner else df), exprs
+    fields = [StructField(FILE_COL, StringType(), False)]
+    fields += [StructField(name, _FRAME_TYPES[t], True) for name, (t, _) in columns.items()]
+    rows = list(zip(uris, *(values for _, values in columns.values()), strict=True))
+    frame = local_frame(df.sparkSession, rows, StructType(fields))
+    joined = df.join(F.broadcast(frame), on=FILE_COL, how="inner" if inner else "left")
+    return joined, {name: quote_name(name) for name in columns}
+
+
+def _uris(table_root: str, files: Sequence[AddFile]) -> list[str]:
+    return [spark_file_uri(absolute_file_path(table_root, f.path)) for f in files]
+
+
 def _partition_values(files: Sequence[AddFile], keys: Sequence[str]) -> list[list[str | None]]:
     """Per partition key (physical names under column mapping), each file's value (None for NULL)."""
     out: list[list[str | None]] = [[] for _ in keys]
@@ -148,29 +181,6 @@ def _partition_values(files: Sequence[AddFile], keys: Sequence[str]) -> list[lis
             v = pv.get(k.lower())
             out[i].append(None if v == "" else v)
     return out
-
-
-def _partition_lookup(
-    spark: SparkSession, table_root: str, files: Sequence[AddFile], keys: Sequence[str]
-) -> DataFrame:
-    fields = [StructField(FILE_COL, StringType(), False)]
-    fields += [StructField(f"__dm_pv_{i}", StringType(), True) for i in range(len(keys))]
-    uris = [spark_file_uri(absolute_file_path(table_root, f.path)) for f in files]
-    rows = list(zip(uris, *_partition_values(files, keys), strict=True))
-    return local_frame(spark, rows, StructType(fields))
-
-
-def _row_tracking_lookup(spark: SparkSession, table_root: str, files: Sequence[AddFile]) -> DataFrame:
-    fields = [
-        StructField(FILE_COL, StringType(), False),
-        StructField("__dm_base_row_id", LongType(), True),
-        StructField("__dm_default_version", LongType(), True),
-    ]
-    rows = [
-        (spark_file_uri(absolute_file_path(table_root, f.path)), f.base_row_id, f.default_row_commit_version)
-        for f in files
-    ]
-    return local_frame(spark, rows, StructType(fields))
 
 
 #: Types whose directory value Spark parses to the same value as the log's string, with the range
@@ -367,16 +377,9 @@ def _scan_group(
     if not partition_columns:
         return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
     keys = mapping.keys if mapping is not None else partition_columns
-    raws: list[Column]
-    if len(files) <= CASE_MAX_FILES:
-        uris = [spark_file_uri(absolute_file_path(table_root, f.path)) for f in files]
-        index = file_case_index(uris)
-        df = df.where(f"{index} IS NOT NULL")  # as the inner join: rows of the listed files only
-        raws = [F.expr(indexed_value(v, "STRING", index)) for v in _partition_values(files, keys)]
-    else:
-        lookup = _partition_lookup(spark, table_root, files, keys)
-        df = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
-        raws = [F.col(f"__dm_pv_{i}") for i in range(len(keys))]
+    values = {f"__dm_pv_{i}": ("STRING", v) for i, v in enumerate(_partition_values(files, keys))}
+    df, exprs = file_values(df, _uris(table_root, files), values, inner=True)
+    raws = [F.expr(e) for e in exprs.values()]
     out: list[Column] = []
     pidx = {c.lower(): i for i, c in enumerate(partition_columns)}
     for f in schema.fields:
@@ -410,15 +413,12 @@ def _with_row_tracking(
     keep = [
         c for c in df.columns if c not in (*row_tracking, "__dm_position") and (with_file or c != FILE_COL)
     ]
-    base, version = "__dm_base_row_id", "__dm_default_version"
-    if len(files) <= CASE_MAX_FILES:
-        index = file_case_index([spark_file_uri(absolute_file_path(table_root, f.path)) for f in files])
-        joined = df.where(f"{index} IS NOT NULL")  # as the inner join: rows of the listed files only
-        base = indexed_value([f.base_row_id for f in files], "BIGINT", index)
-        version = indexed_value([f.default_row_commit_version for f in files], "BIGINT", index)
-    else:
-        lookup = _row_tracking_lookup(spark, table_root, files)
-        joined = df.join(F.broadcast(lookup), on=FILE_COL, how="inner")
+    values = {
+        "__dm_base_row_id": ("BIGINT", [f.base_row_id for f in files]),
+        "__dm_default_version": ("BIGINT", [f.default_row_commit_version for f in files]),
+    }
+    joined, exprs = file_values(df, _uris(table_root, files), values, inner=True)
+    base, version = exprs.values()
     return joined.selectExpr(
         *[quote_name(c) for c in keep],
         f"coalesce({id_col}, {base} + __dm_position) AS {ROW_ID_COL}",
