@@ -38,6 +38,7 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import (
     case_sensitive,
     conf_getter,
+    read_parquet_files,
     session_time_zone,
     table_property_defaults,
 )
@@ -150,7 +151,7 @@ def _data_schema(spark: SparkSession, files: list[str]) -> StructType:
     that does not fit the ones before it (log2(n) schema reads, on the failure path only)."""
 
     def read(paths: list[str]) -> StructType:
-        return spark.read.option("mergeSchema", "true").parquet(*paths).schema
+        return read_parquet_files(spark, spark.read.option("mergeSchema", "true"), paths).schema
 
     try:
         return read(files)

@@ -92,3 +92,25 @@ def test_files_outside_the_root_or_a_glob_root_keep_the_join() -> None:
     assert _hive_layout(ROOT, s, ["n"], [outside]) is None
     assert _hive_layout("/data/t[1]", s, ["n"], [add("n=1", n="1")]) is None
     assert _hive_layout(ROOT, s, ["n"], [add("n=1", n="1")]) == [StructField("n", IntegerType())]
+
+
+def test_spark_uri_quoting_fast_path_agrees_with_the_per_character_rule() -> None:
+    """``spark_file_uri`` skips its per-character loop for plain paths; every character (ASCII and
+    a sample beyond) is kept or percent-encoded as java.net.URI does, alone and inside a path."""
+    import unicodedata
+
+    from deltamerge.spark.scan import _URI_KEEP, _java_uriquote_name
+
+    def rule(path: str) -> str:
+        keep = lambda ch: (
+            ch in _URI_KEEP
+            or (  # noqa: E731
+                ord(ch) > 127 and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cc")
+            )
+        )
+        return "".join(ch if keep(ch) else "".join(f"%{b:02X}" for b in ch.encode()) for ch in path)
+
+    chars = [chr(c) for c in [*range(256), 0x2028, 0x3000, 0x00A0, 0x1F600, 0x4E2D]]
+    for ch in chars:
+        for path in (ch, f"/t/a{ch}b/part-0.parquet"):
+            assert _java_uriquote_name(path) == rule(path), repr(path)

@@ -40,7 +40,7 @@ from pyspark.sql.types import (
 from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import column_mapping, paths
 from deltamerge.log.actions import AddFile
-from deltamerge.spark.session import internal_plan, local_frame
+from deltamerge.spark.session import internal_plan, local_frame, read_parquet_files
 from deltamerge.spark.types import as_nullable, data_schema, quote_name, sql_string, to_spark_schema
 
 FILE_COL = "__dm_file"
@@ -52,6 +52,7 @@ ROW_VERSION_COL = "__dm_row_version"
 ROW_TRACKING_COLS = (ROW_ID_COL, ROW_VERSION_COL)
 
 _URI_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
+_URI_PLAIN_RE = re.compile(r"[A-Za-z0-9_\-!.~'()*,;:$&+=/@]*")
 _GLOB_RE = re.compile(r"[{}\[\]*?\\]")
 
 
@@ -59,6 +60,8 @@ def _java_uriquote_name(path: str) -> str:
     # java.net.URI's multi-argument constructor (used by Hadoop's Path.toUri) keeps unreserved,
     # punctuation, '/', '@' and non-ASCII characters that are neither controls nor space
     # characters; everything else is percent-encoded as UTF-8.
+    if _URI_PLAIN_RE.fullmatch(path):  # the usual path: one regex, not a loop per character
+        return path
     out = []
     for ch in path:
         if ch in _URI_KEEP or (ord(ch) > 127 and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cc")):
@@ -356,7 +359,7 @@ def _scan_group(
             StructType([*(stored if mapping is None else mapping.stored).fields, *hidden])
         )
     with _driver_side_listing(spark, len(file_paths)):
-        df = reader.parquet(*file_paths)
+        df = read_parquet_files(spark, reader, file_paths)
     need_file = with_file or (bool(partition_columns) and hive is None) or bool(row_tracking)
     extra = []
     if need_file:

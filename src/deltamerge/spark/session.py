@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, Observation, SparkSession
 from pyspark.sql.types import StructType
 
 from deltamerge.config import SessionConf, Setting
@@ -146,6 +146,22 @@ def local_frame(spark: SparkSession, rows: Sequence[tuple], schema: StructType) 
     columns = [[row[i] for row in rows] for i in range(len(schema.fields))]
     arrays = [pa.array(c, type=f.type) for c, f in zip(columns, arrow_schema, strict=True)]
     return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow_schema), schema)  # type: ignore[call-overload]
+
+
+def read_parquet_files(spark: SparkSession, reader: DataFrameReader, paths: Sequence[str]) -> DataFrame:
+    """``reader.parquet(*paths)`` in a fixed number of Python->JVM round trips.
+
+    Classic PySpark hands a list of paths to the JVM one element per round trip: a scan of 2,000
+    files cost 2,011 of them, ~0.6 s per merge. Here the paths travel as one text, split in the
+    JVM into the ``String[]`` of the reader's varargs method (NUL separates them: no path holds
+    it). Connect sends the list in one message anyway.
+    """
+    jreader = getattr(reader, "_jreader", None)
+    if jreader is None or len(paths) <= 16 or is_connect(spark) or any("\x00" in p for p in paths):
+        return reader.parquet(*paths)
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
+    array = jvm.java.util.regex.Pattern.compile("\\x00").split("\x00".join(paths))
+    return reader._df(jreader.parquet(array))  # type: ignore[attr-defined]
 
 
 def observed_values(obs: Observation) -> dict[str, Any]:
