@@ -323,3 +323,29 @@ def test_offset_absent_means_first_dv(tmp_path: object) -> None:
 def test_crc_is_of_bitmap_bytes() -> None:
     data = bytes.fromhex(EXAMPLE_FILE_HEX)
     assert zlib.crc32(data[5:-4]) == int.from_bytes(data[-4:], "big")
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [
+        '{"numRecords":5,"minValues":{"id":1},"maxValues":{"id":9}}',
+        '{"numRecords":5,"tightBounds":true}',
+        '{"numRecords":5,"tightBounds":false}',
+        '{"tightBounds":true,"numRecords":5}',
+        '{"minValues":{"tightBounds":true},"numRecords":1}',
+        '{"a":{"tightBounds":true}}',
+        '{"nullCount":{"x":1,"tightBounds":true}}',
+        "{}",
+        ' {"numRecords": 3 , "tightBounds": true} ',
+    ],
+)
+def test_stats_behind_a_deletion_vector_are_loose(stats: str) -> None:
+    """A file re-added with a deletion vector keeps its statistics with top-level ``tightBounds``
+    false, whatever the text's layout (a column named tightBounds is not the flag)."""
+    from deltamerge.merge.dv import _loose_stats
+
+    out = json.loads(_loose_stats(stats) or "")
+    assert out.pop("tightBounds") is False
+    original = json.loads(stats)
+    original.pop("tightBounds", None)
+    assert out == original

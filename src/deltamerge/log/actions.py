@@ -7,6 +7,7 @@ Optional fields that are ``None`` are omitted on write, as delta-spark does.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,15 +195,17 @@ class AddFile:
         """Logical file identity: (path, DV unique id)."""
         return (self.path, None if self.deletion_vector is None else self.deletion_vector.unique_id)
 
-    @property
+    @functools.cached_property
     def num_records(self) -> int | None:
-        """``stats.numRecords`` (physical rows), when stats exist."""
+        """``stats.numRecords`` (physical rows), when stats exist (parsed once: a merge reads it
+        several times per candidate file)."""
         return _stats_num_records(self.stats)
 
     @property
     def num_logical_records(self) -> int | None:
         """Rows a reader sees (Delta's ``numLogicalRecords``): physical rows minus the deletion vector's."""
-        return _logical_records(self.stats, self.deletion_vector)
+        n = self.num_records
+        return None if n is None else n - (self.deletion_vector.cardinality if self.deletion_vector else 0)
 
     @classmethod
     def from_json(cls, d: JsonDict) -> AddFile:

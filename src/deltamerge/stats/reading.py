@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,9 +54,18 @@ def _as_int(value: Any) -> int | None:
 
 
 def parse_stats(stats_json: str | None) -> FileStats | None:
-    """Parse a ``stats`` JSON string; None when absent or unreadable. Tolerates delta-rs variants."""
+    """Parse a ``stats`` JSON string; None when absent or unreadable. Tolerates delta-rs variants.
+
+    The result is shared between callers (read it, never change it): one merge reads each
+    candidate's statistics up to three times (data skipping, file pruning, expected matches).
+    """
     if not stats_json:
         return None
+    return _parse_stats(stats_json)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_stats(stats_json: str) -> FileStats | None:
     try:
         obj = json.loads(stats_json, parse_float=Decimal)
     except (ValueError, TypeError):
