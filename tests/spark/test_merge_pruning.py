@@ -182,6 +182,31 @@ def test_prune_keeps_only_matching_files(spark, tmp_path):
     }
 
 
+def test_candidates_statistics_are_read_once_per_merge(spark, tmp_path, monkeypatch):
+    """A merge whose source is a Delta table with sparse keys tries the summary from the source's
+    statistics, then runs the summary job: both prune by the same key ranges, computed once (a
+    pass over every candidate's statistics, ~0.35 s per 8,000 files)."""
+    from deltamerge.merge import pruning
+
+    path, src_path = str(tmp_path / "t"), str(tmp_path / "s")
+    _table(spark, path, dv=True)
+    src = spark.createDataFrame([(150, 1, None), (905, 2, None)], "id long, v int, d date")
+    deltamerge.write(src, src_path)
+    calls: list[int] = []
+    real = pruning._file_ranges
+
+    def counting(files, name, t):  # type: ignore[no-untyped-def]
+        calls.append(len(files))
+        return real(files, name, t)
+
+    monkeypatch.setattr(pruning, "_file_ranges", counting)
+    res = _run(spark, path, deltamerge.read(spark, src_path), "t.id = s.id", UPSERT)
+    assert res == (2, 2, 0, 0)
+    assert calls == [10]
+    got = {r[0]: r[1] for r in deltamerge.read(spark, path).where("id IN (150, 905, 151)").collect()}
+    assert got == {150: 1, 905: 2, 151: 151 % 7}
+
+
 @pytest.mark.sampled
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_prune_keys_spanning_the_whole_long_range(spark, tmp_path, dv):

@@ -37,7 +37,7 @@ from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, ActionType, ClauseKin
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
-from deltamerge.merge.pruning import SourceKeySummary
+from deltamerge.merge.pruning import PruneKey, SourceKeySummary
 from deltamerge.predicates import to_sql
 from deltamerge.spark.analysis_errors import in_user_names
 from deltamerge.spark.session import (
@@ -441,7 +441,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     Metrics and the transaction's read set keep the statically skipped candidates.
     """
     from deltamerge.merge import broadcast
-    from deltamerge.merge.pruning import MIN_FILES, summarize_source_keys
+    from deltamerge.merge.pruning import MIN_FILES, pruning_key, summarize_source_keys
     from deltamerge.spark.session import job_phase
 
     candidates = plan.candidate_files
@@ -458,12 +458,19 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
         return candidates
     with job_phase(ctx.spark, "MERGE operation - summarizing source keys"):
         summary = None
+        key_ranges = pruning_key(ctx.rm, candidates) if prune else None
         if prune and (later or not matching):  # no uniqueness check needed up front
-            summary = _summary_from_source_statistics(ctx, candidates)
+            summary = _summary_from_source_statistics(ctx, candidates, key_ranges)
         if summary is None:
             check = matching and not later
             summary = summarize_source_keys(
-                ctx.rm, ctx.source, candidates, prune=prune, check_unique=check, count_rows=later
+                ctx.rm,
+                ctx.source,
+                candidates,
+                prune=prune,
+                check_unique=check,
+                count_rows=later,
+                key_ranges=key_ranges,
             )
         ctx.source_rows = summary.rows
         ctx.min_expected_matches = summary.min_expected_matches
@@ -476,7 +483,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
 
 
 def _summary_from_source_statistics(
-    ctx: MergeContext, candidates: Sequence[AddFile]
+    ctx: MergeContext, candidates: Sequence[AddFile], key_ranges: PruneKey | None
 ) -> SourceKeySummary | None:
     """The source-key summary from the statistics of a source that plainly reads Delta files
     (``merge/source_stats.py``), or None (the Spark job then runs)."""
@@ -485,7 +492,7 @@ def _summary_from_source_statistics(
     if not setting(ctx.spark, SessionConf.SOURCE_STATISTICS):
         return None
     try:
-        return summarize_from_statistics(ctx.rm, ctx.source, candidates)
+        return summarize_from_statistics(ctx.rm, ctx.source, candidates, key_ranges)
     except Exception:  # an unexpected plan text or log: the job answers instead
         return None
 

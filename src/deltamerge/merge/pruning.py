@@ -127,6 +127,10 @@ class _FileRange:
     may_null: bool
 
 
+#: The equi-join key that prunes files (None: none can) and every candidate's range of it.
+PruneKey = tuple[EquiKey | None, list[_FileRange]]
+
+
 def _is_partition_column(files: Sequence[AddFile], name: str) -> bool:
     return bool(files) and all(name in f.partition_values for f in files)
 
@@ -222,6 +226,7 @@ def summarize_source_keys(
     prune: bool,
     check_unique: bool,
     count_rows: bool = False,
+    key_ranges: PruneKey | None = None,
 ) -> SourceKeySummary:
     """Prune ``candidates`` by the source's keys and/or check that the source is unique on them.
 
@@ -234,7 +239,7 @@ def summarize_source_keys(
     all_keys = equi_keys(rm, bounded_only=False)
     if not check_unique or not all_keys:
         all_keys = []
-    prune_key, ranges = _prune_key(rm, candidates) if prune else (None, [])
+    prune_key, ranges = (key_ranges or pruning_key(rm, candidates)) if prune else (None, [])
     if prune_key is None and not all_keys:
         if not count_rows:
             return SourceKeySummary(tuple(candidates), False)
@@ -444,13 +449,14 @@ def _expected_matches(files: Sequence[_FileRange], buckets: list[tuple[int, int,
     return fewest
 
 
-def _prune_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> tuple[EquiKey | None, list[_FileRange]]:
+def pruning_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> PruneKey:
     """The equi-join key pruning uses (the first one with exact statistics) and the candidates'
-    ranges of it; no key when there are too few candidates or none has bounds for it."""
+    ranges of it; no key when there are too few candidates or none has bounds for it. A merge
+    computes it once for both summaries (a pass over every candidate's statistics)."""
     bounded = equi_keys(rm)
     if len(candidates) < MIN_FILES or not bounded:
         return None, []
-    fallback: tuple[EquiKey | None, list[_FileRange]] = (None, [])
+    fallback: PruneKey = (None, [])
     for key in bounded:
         field = rm.target_schema.fields[key.target_index]
         # Statistics and partition values name a column-mapped table's columns by physical names.
@@ -468,7 +474,7 @@ def _prune_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> tuple[EquiKe
 
 
 def summarize_from_statistics(
-    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile]
+    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile], key_ranges: PruneKey | None = None
 ) -> SourceKeySummary | None:
     """``summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a source
     that reads every row of live Delta files unchanged (``merge/source_stats.py``): each file's
@@ -481,7 +487,7 @@ def summarize_from_statistics(
     would keep only the touched ones."""
     from deltamerge.merge import source_stats
 
-    key, ranges = _prune_key(rm, candidates)
+    key, ranges = key_ranges or pruning_key(rm, candidates)
     if key is None:
         return None
     found = source_stats.key_column(source, key.source_index)
