@@ -3,6 +3,7 @@ that lost blocks of it runs again (Delta's retry on CHECKPOINT_RDD_BLOCK_ID_NOT_
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,64 @@ def test_storage_levels_follow_delta_settings(spark, target, monkeypatch, spark_
     _lose_blocks(monkeypatch, times=1)
     assert _upsert(spark, path, src) == (10, 5, 0, 5)
     assert levels == [str(StorageLevel.MEMORY_AND_DISK), str(StorageLevel.MEMORY_ONLY_2)]
+
+
+def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, target) -> None:
+    """Auto mode's reason from the plan's JSON text (expressions) and a walk over the plan nodes
+    (leaves) is the walk over every node's reason, for sources of each kind; a source of 300
+    computed columns costs a few dozen py4j round trips, not ~5 per expression node."""
+    from py4j import clientserver
+
+    from deltamerge.merge import planner
+
+    path, parquet = target
+    delta = deltamerge.read(spark, path)
+    other = spark.read.parquet(parquet)
+    plus_one = F.udf(lambda x: x + 1, "long")
+    delta.createOrReplaceTempView("dm_mat_delta")
+    other.createOrReplaceTempView("dm_mat_parquet")
+    wide = delta.select("id", *[(F.col("id") * i % 7).alias(f"c{i}") for i in range(300)]).alias("s")
+    sources = {
+        "delta": (delta, planner.NOT_MATERIALIZED_AUTO),
+        "aliased": (delta.alias("s"), planner.NOT_MATERIALIZED_AUTO),
+        "delta filtered": (
+            delta.where("id > 3").select("id", (F.col("v") + 1).alias("v")),
+            planner.NOT_MATERIALIZED_AUTO,
+        ),
+        "parquet": (other, planner.NON_DELTA),
+        "local": (spark.createDataFrame([(1, 2)], "id long, v long"), planner.NON_DELTA),
+        "udf": (delta.select("id", plus_one("v").alias("v")), planner.WITH_UDF),
+        "rand": (
+            delta.select("id", (F.rand() * 10).cast("long").alias("v")),
+            planner.NON_DETERMINISTIC_OPERATORS,
+        ),
+        "join": (delta.join(other, "id"), planner.NON_DELTA),
+        "delta subquery": (
+            spark.sql("SELECT * FROM dm_mat_delta WHERE id IN (SELECT id FROM dm_mat_delta)"),
+            planner.NOT_MATERIALIZED_AUTO,
+        ),
+        "parquet subquery": (
+            spark.sql("SELECT id, (SELECT max(v) FROM dm_mat_parquet) AS v FROM dm_mat_delta"),
+            planner.NON_DELTA,
+        ),
+        "wide": (wide, planner.NOT_MATERIALIZED_AUTO),
+    }
+    for name, (df, want) in sources.items():
+        walked = planner._classic_walk(df._jdf.queryExecution().analyzed())
+        assert (planner._classic_source_reason(df), walked) == (want, want), name
+
+    calls: list[int] = []
+    real = clientserver.ClientServerConnection.send_command
+
+    def counting(self, command):  # type: ignore[no-untyped-def]
+        if threading.current_thread() is me:  # not another thread's round trips
+            calls.append(1)
+        return real(self, command)
+
+    me = threading.current_thread()
+    clientserver.ClientServerConnection.send_command = counting  # type: ignore[method-assign]
+    try:
+        assert planner._classic_source_reason(wide) == planner.NOT_MATERIALIZED_AUTO
+    finally:
+        clientserver.ClientServerConnection.send_command = real  # type: ignore[method-assign]
+    assert len(calls) < 60, len(calls)
