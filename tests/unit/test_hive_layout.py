@@ -101,13 +101,10 @@ def test_spark_uri_quoting_fast_path_agrees_with_the_per_character_rule() -> Non
 
     from deltamerge.spark.scan import _URI_KEEP, _java_uriquote_name
 
+    def keep(ch: str) -> bool:
+        return ch in _URI_KEEP or (ord(ch) > 127 and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cc"))
+
     def rule(path: str) -> str:
-        keep = lambda ch: (
-            ch in _URI_KEEP
-            or (  # noqa: E731
-                ord(ch) > 127 and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cc")
-            )
-        )
         return "".join(ch if keep(ch) else "".join(f"%{b:02X}" for b in ch.encode()) for ch in path)
 
     chars = [chr(c) for c in [*range(256), 0x2028, 0x3000, 0x00A0, 0x1F600, 0x4E2D]]
