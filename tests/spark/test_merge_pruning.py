@@ -191,17 +191,24 @@ def test_candidates_statistics_are_read_once_per_merge(spark, tmp_path, monkeypa
     path, src_path = str(tmp_path / "t"), str(tmp_path / "s")
     _table(spark, path, dv=True)
     src = spark.createDataFrame([(150, 1, None), (905, 2, None)], "id long, v int, d date")
-    deltamerge.write(src, src_path)
+    deltamerge.write(src.coalesce(1), src_path)  # one file, keys 150..905: sparse
     calls: list[int] = []
-    real = pruning._file_ranges
+    jobs: list[bool] = []
+    real, real_job = pruning._file_ranges, pruning.summarize_source_keys
 
     def counting(files, name, t):  # type: ignore[no-untyped-def]
         calls.append(len(files))
         return real(files, name, t)
 
+    def job(*args, **kwargs):  # type: ignore[no-untyped-def]
+        jobs.append(True)
+        return real_job(*args, **kwargs)
+
     monkeypatch.setattr(pruning, "_file_ranges", counting)
+    monkeypatch.setattr(pruning, "summarize_source_keys", job)
     res = _run(spark, path, deltamerge.read(spark, src_path), "t.id = s.id", UPSERT)
     assert res == (2, 2, 0, 0)
+    assert jobs == [True]  # the statistics could not answer: the job ran after them
     assert calls == [10]
     got = {r[0]: r[1] for r in deltamerge.read(spark, path).where("id IN (150, 905, 151)").collect()}
     assert got == {150: 1, 905: 2, 151: 151 % 7}

@@ -166,8 +166,7 @@ def _stats_num_records(stats: str | None) -> int | None:
     return None if n is None else int(n)
 
 
-def _logical_records(stats: str | None, dv: DeletionVectorDescriptor | None) -> int | None:
-    n = _stats_num_records(stats)
+def _logical_records(n: int | None, dv: DeletionVectorDescriptor | None) -> int | None:
     return None if n is None else n - (dv.cardinality if dv is not None else 0)
 
 
@@ -204,8 +203,7 @@ class AddFile:
     @property
     def num_logical_records(self) -> int | None:
         """Rows a reader sees (Delta's ``numLogicalRecords``): physical rows minus the deletion vector's."""
-        n = self.num_records
-        return None if n is None else n - (self.deletion_vector.cardinality if self.deletion_vector else 0)
+        return _logical_records(self.num_records, self.deletion_vector)
 
     @classmethod
     def from_json(cls, d: JsonDict) -> AddFile:
@@ -290,7 +288,7 @@ class RemoveFile:
     @property
     def num_logical_records(self) -> int | None:
         """The removed file's rows a reader saw (Delta's ``numLogicalRecords``), when stats exist."""
-        return _logical_records(self.stats, self.deletion_vector)
+        return _logical_records(_stats_num_records(self.stats), self.deletion_vector)
 
     @classmethod
     def from_json(cls, d: JsonDict) -> RemoveFile:

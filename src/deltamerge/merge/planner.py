@@ -169,9 +169,7 @@ def _classic_source_reason(source: DataFrame) -> str:
         stack.extend(children.apply(i) for i in range(n_children))
         if n_children == 0:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
-    if not plan.deterministic():
-        return NON_DETERMINISTIC_OPERATORS
-    return NON_DELTA if non_delta else NOT_MATERIALIZED_AUTO
+    return _verdict(plan, False, non_delta)
 
 
 def _classic_walk(plan) -> str:  # type: ignore[no-untyped-def]
@@ -209,6 +207,12 @@ def _classic_walk(plan) -> str:  # type: ignore[no-untyped-def]
             expr_stack.extend(kids.apply(i) for i in range(kids.size()))
         if n_children == 0 and not non_delta:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
+    return _verdict(plan, has_udf, non_delta)
+
+
+def _verdict(plan, has_udf: bool, non_delta: bool) -> str:  # type: ignore[no-untyped-def]
+    """Delta's order of the reasons: a UDF, then non-deterministic operators, then a leaf that is
+    not a Delta scan."""
     if has_udf:
         return WITH_UDF
     if not plan.deterministic():

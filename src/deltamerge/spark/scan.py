@@ -52,7 +52,7 @@ ROW_VERSION_COL = "__dm_row_version"
 ROW_TRACKING_COLS = (ROW_ID_COL, ROW_VERSION_COL)
 
 _URI_KEEP = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-!.~'()*,;:$&+=/@")
-_URI_PLAIN_RE = re.compile(r"[A-Za-z0-9_\-!.~'()*,;:$&+=/@]*")
+_URI_PLAIN_RE = re.compile("[" + re.escape("".join(sorted(_URI_KEEP))) + "]*")
 _GLOB_RE = re.compile(r"[{}\[\]*?\\]")
 
 
