@@ -111,12 +111,28 @@ def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> l
             *branches, (_, keep) = values
         else:
             branches = values
-        if branches:
-            whens = " ".join(f"WHEN {action} = {index} THEN ({value})" for index, value in branches)
-            out.append(f"CASE {whens} ELSE ({keep}) END")
-        else:
-            out.append(f"({keep})")
+        out.append(_choose(action, branches, keep))
     return out
+
+
+def _choose(action: str, branches: list[tuple[int, str]], keep: str) -> str:
+    """``CASE`` over the action code. Each branch tests one distinct code, so branches with the
+    same value merge into one ``IN`` test, whatever their order (an upsert's UPDATE * and INSERT *
+    give one test per column instead of two: half the generated code, which for a wide table is
+    what Spark's JIT compiler has to warm up)."""
+    codes: dict[str, list[int]] = {}
+    for index, value in branches:
+        codes.setdefault(value, []).append(index)
+    codes.pop(keep, None)  # the fallback gives that value anyway
+    if not codes:
+        return f"({keep})"
+    whens = " ".join(
+        f"WHEN {action} = {ks[0]} THEN ({v})"
+        if len(ks) == 1
+        else f"WHEN {action} IN ({', '.join(map(str, ks))}) THEN ({v})"
+        for v, ks in codes.items()
+    )
+    return f"CASE {whens} ELSE ({keep}) END"
 
 
 def output_columns(
