@@ -100,6 +100,9 @@ NOTES: dict[str, str] = {
     "write_amp": "",
 }
 
+# What the table-shape scenarios show (printed under their results).
+SHAPES_NOTE = ""
+
 # Standing observations, printed always.
 OBSERVATIONS: list[str] = [
     "Source materialization: a source read with `deltamerge.read` (an explicit list of a Delta snapshot's "
@@ -279,14 +282,29 @@ def write_report(report: dict, path: str) -> None:
     w("Columns: wall time (median, with min–max); peak RSS of the Python process and of the Spark JVM "
       "during the run (the JVM's RSS only grows, so it mostly reflects the largest run so far; delta-rs runs "
       "in the Python process); bytes read/written by those processes (`/proc/<pid>/io` rchar/wchar: table "
-      "files, shuffle, spill, checkpoints); target files read (deltamerge: candidates in job 1 + touched files "
-      "in job 2; delta-rs: its `num_target_files_scanned`); files and bytes the run added to the table "
+      "files, shuffle, spill, checkpoints); target files read (deltamerge: the candidates left after "
+      "static skipping and dynamic file pruning by the source keys, read by job 1, + the touched files job 2 "
+      "reads again, when there is a job 1; delta-rs: its `num_target_files_scanned`); files and bytes the run added to the table "
       "directory (data, deletion vectors, log).")
     w("")
     for entry in report["scales"]:
         sc = entry["scale"]
-        w(f"### {sc['name']}: {sc['target_rows']:,} target rows in {sc['target_files']} files")
-        w("")
+        if entry.get("shapes"):
+            w(f"### Table shapes: {sc['name']}")
+            w("")
+            w("Merges whose cost grows with the table's shape rather than its size (`bench/shapes.py`); each an upsert "
+              "(80% updates, 20% new keys), run like the scenarios above. No acceptance goal; they show where per-file, "
+              "per-partition and per-column costs stand against the floor and delta-rs.")
+            w("")
+            for s in entry["scenarios"]:
+                w(f"- **{s['scenario']['title']}**: {s['scenario']['about']}; ON `{s['scenario']['condition']}`.")
+            w("")
+            if SHAPES_NOTE:
+                w(SHAPES_NOTE)
+                w("")
+        else:
+            w(f"### {sc['name']}: {sc['target_rows']:,} target rows in {sc['target_files']} files")
+            w("")
         w("| scenario | engine | time s | peak RSS py / JVM | read / written (syscalls) | target files read | files written | dm/floor | dm/delta-rs |")
         w("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for s in entry["scenarios"]:

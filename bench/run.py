@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import asdict
 
-from bench import data, scenarios, snapshot_load, write_amp
+from bench import data, scenarios, shapes, snapshot_load, write_amp
 from bench.measure import load_note, machine_info, measure, median_run
 from bench.report import write_report
 
@@ -30,6 +30,8 @@ PLANS = {
     "5M": [("5M", None)],  # the acceptance scale alone (what `full` runs first)
     "full": [("5M", None), ("20M", ["upsert_spread", "upsert_one_file"])],
 }
+# scale name -> size of the table-shape scenarios (bench/shapes.py) run after the scales
+SHAPES = {"small": "small", "full": "full"}
 
 
 def make_session(shuffle_partitions: int):  # type: ignore[no-untyped-def]
@@ -77,7 +79,8 @@ def run_scenario(spark, paths: dict[str, str], work: str, sc: scenarios.Scenario
         data.clone(pristine, dm_table)
         _gc(spark)
         stats, res = measure(lambda: scenarios.run_deltamerge(spark, dm_table, source, sc), dm_table)
-        f = scenarios.deltamerge_commit_facts(dm_table, candidates, sc.clauses == "insert")
+        pruned = res.pop("_pruned")
+        f = scenarios.deltamerge_commit_facts(dm_table, candidates, sc.clauses == "insert", pruned)
         stats.files_read, stats.bytes_read = f["files_read"], f["bytes_read"]
         stats.extra = {"result": res, "metrics": f["metrics"]}
         results["deltamerge"].append(stats)
@@ -152,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=DEFAULT_ROOT, help="where generated data and run copies live")
     ap.add_argument("--only", nargs="*", help="scenario names to run (default: all of the scale)")
     ap.add_argument("--skip-snapshot", action="store_true")
+    ap.add_argument("--skip-shapes", action="store_true", help="skip the table-shape scenarios (bench/shapes.py)")
     ap.add_argument("--skip-amp", action="store_true")
     ap.add_argument("--note", help="run conditions to print in the report (e.g. a shared, loaded machine)")
     ap.add_argument("--output", help="report path (default: BENCHMARKS.md for full, <root>/BENCHMARKS-small.md for small)")
@@ -179,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for scale_name, names in plan:
             scale = data.SCALES[scale_name]
-            if names is None and args.only:
-                names = args.only
-            elif args.only:
-                names = [n for n in names if n in args.only]
+            if args.only:
+                names = [n for n in (names or args.only) if n in args.only]
+                if not names or not scenarios.all_scenarios(names):
+                    continue  # nothing of this scale asked for (an empty list would mean all)
             needed = {"target_dv", "source_dv_1pct"} if not args.skip_amp else set()
             for sc in scenarios.all_scenarios(names):
                 needed |= {sc.target, f"source_{sc.source}"}
@@ -205,6 +209,23 @@ def main(argv: list[str] | None = None) -> int:
                 log("write amplification (DV, 1% of rows)")
                 entry["write_amp"] = write_amp.run(spark, paths, scale, work)
                 log(f"  {entry['write_amp']}")
+            report["scales"].append(entry)
+            _save(report, None, args.root)
+        size = SHAPES.get(args.scale)
+        if size and not args.skip_shapes:
+            log(f"table shapes ({size}): preparing data under {args.root}")
+            with load_note() as ln:
+                shape_list, paths = shapes.prepare(spark, args.root, size)
+            log(f"data ready (load {ln['before']:.2f} -> {ln['after']:.2f})")
+            entry = {"scale": {"name": f"shapes ({size})"}, "shapes": True, "scenarios": []}
+            for sc in shape_list:
+                if args.only and sc.name not in args.only:
+                    continue
+                with load_note() as ln:
+                    res = run_scenario(spark, paths, os.path.join(args.root, "work"), sc, args.reps, log, args.warmup)
+                res["load"] = ln
+                entry["scenarios"].append(res)
+                _save(report, entry, args.root)
             report["scales"].append(entry)
             _save(report, None, args.root)
         if not args.skip_snapshot:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
@@ -34,9 +35,16 @@ class Scenario:
     condition: str
     partitioned: bool = False
     dv: bool = False
+    # Table shapes (bench/shapes.py) name their own tables, columns and partition column.
+    table: str = ""
+    cols: tuple[str, ...] = ()
+    partition_col: str = "day"
+    about: str = ""  # what the tables hold, for the report
 
     @property
     def target(self) -> str:
+        if self.table:
+            return self.table
         return f"target{'_part' if self.partitioned else ''}{'_dv' if self.dv else ''}"
 
     @property
@@ -45,6 +53,8 @@ class Scenario:
 
     @property
     def columns(self) -> list[str]:
+        if self.cols:
+            return list(self.cols)
         return COLUMNS + (["day"] if self.partitioned else [])
 
     @property
@@ -74,7 +84,7 @@ def all_scenarios(names: list[str] | None = None) -> list[Scenario]:
         if names and s.name not in names:
             continue
         out.append(s)
-        out.append(Scenario(s.name, s.title, s.source, s.clauses, s.condition, s.partitioned, dv=True))
+        out.append(replace(s, dv=True))
     return out
 
 
@@ -94,10 +104,31 @@ def _builder(spark: SparkSession, table: str, source: str, sc: Scenario):  # typ
     return m
 
 
+class _PruningLog(logging.Handler):
+    """Catches the merge's dynamic file pruning record: the files it left for the scan."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.files: tuple[int, int] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if hasattr(record, "files_after_pruning"):
+            self.files = (record.files_after_pruning, record.bytes_after_pruning)
+
+
 def run_deltamerge(spark: SparkSession, table: str, source: str, sc: Scenario) -> dict:
+    """The merge's result row, plus ``_pruned``: (files, bytes) left by dynamic file pruning, or None."""
     DeltaLog.clear_cache()
-    row = _builder(spark, table, source, sc).execute().collect()[0]
-    return row.asDict()
+    logger = logging.getLogger("deltamerge.merge.command")
+    handler, level = _PruningLog(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        row = _builder(spark, table, source, sc).execute().collect()[0]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return {**row.asDict(), "_pruned": handler.files}
 
 
 def deltamerge_candidates(spark: SparkSession, table: str, source: str, sc: Scenario) -> tuple[int, int, str]:
@@ -111,8 +142,15 @@ def deltamerge_candidates(spark: SparkSession, table: str, source: str, sc: Scen
     return int(m.group(1)), int(m.group(2)), text
 
 
-def deltamerge_commit_facts(table: str, candidates: tuple[int, int, str], insert_only: bool) -> dict:
-    """What the MERGE commit says: metrics, and the files the merge read (job 1 + job 2)."""
+def deltamerge_commit_facts(
+    table: str, candidates: tuple[int, int, str], insert_only: bool, pruned: tuple[int, int] | None = None
+) -> dict:
+    """What the MERGE commit says: metrics, and the files the merge read (job 1 + job 2).
+
+    ``candidates`` are the files after static skipping (``explain()``); ``pruned``, when the source
+    keys pruned them further at run time, what was left."""
+    if pruned is not None:
+        candidates = (pruned[0], pruned[1], candidates[2])
     DeltaLog.clear_cache()
     log = DeltaLog.for_table(table)
     v = log.update().version
@@ -174,8 +212,18 @@ def touched_files(spark: SparkSession, table: str, source: str, sc: Scenario) ->
 
 
 def _read_target(spark: SparkSession, table: str, files: list[str]) -> DataFrame:
-    # Partition values come from the directory names (Hive layout), the hand-written way.
-    return spark.read.option("basePath", table).parquet(*files)
+    """The files as one DataFrame, read the fastest way deltamerge knows (the floor must not pay for
+    a slower reader): their status listed on the driver, not in a Spark listing job, and the path
+    list sent to the JVM as one text. Partition values come from the directory names (Hive layout)."""
+    from deltamerge.spark.session import read_parquet_files
+
+    conf = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    old = spark.conf.get(conf)
+    spark.conf.set(conf, str(max(32, len(files) + 1)))
+    try:
+        return read_parquet_files(spark, spark.read.option("basePath", table), files)
+    finally:
+        spark.conf.set(conf, old)
 
 
 def run_floor(spark: SparkSession, table: str, files: list[str], source: str, sc: Scenario, out: str) -> dict:
@@ -193,9 +241,9 @@ def run_floor(spark: SparkSession, table: str, files: list[str], source: str, sc
             joined = joined.where(sp)
         # copy-on-write: matched -> source values, target only -> copied; DV mode: only changed rows.
         result = joined.select(*[F.when(sp, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in cols])
-    writer = (result.repartition("day") if sc.partitioned else result).write.mode("overwrite")
+    writer = (result.repartition(sc.partition_col) if sc.partitioned else result).write.mode("overwrite")
     if sc.partitioned:
-        writer = writer.partitionBy("day")
+        writer = writer.partitionBy(sc.partition_col)
     writer.parquet(out)
     return {"files_read": len(files), "bytes_read": sum(os.path.getsize(f) for f in files)}
 

@@ -1113,3 +1113,20 @@ def test_partition_key_beside_a_data_key_prunes_partitions(spark, tmp_path, kind
     assert summary.unique and "in the source's partitions" in (summary.note or "")
     result, _ = _both_ways(spark, tmp_path, source, cond, UPSERT, table=table)
     assert result[1:] == (2, 0, 1)
+
+
+def test_pruned_candidates_are_logged(spark, tmp_path, caplog):
+    # Delta's metrics keep the statically skipped counts; the files left by the source keys are
+    # logged (INFO) with their count and bytes, for a user or a benchmark to see what was read.
+    path = str(tmp_path / "t")
+    _table(spark, path)
+    files = {f.path: f.size for f in DeltaLog.for_table(path).update().files}
+    source = spark.range(300, 320).select(
+        F.col("id"), F.lit(-1).alias("v"), F.lit(None).cast("date").alias("d")
+    )
+    with caplog.at_level("INFO", logger="deltamerge.merge.command"):
+        _run(spark, path, source, "t.id = s.id", [("whenMatchedUpdateAll",)])
+    [record] = [r for r in caplog.records if hasattr(r, "files_after_pruning")]
+    assert record.files_after_pruning == 1
+    assert record.bytes_after_pruning in files.values()
+    assert "1 of 10 candidate files" in record.getMessage()

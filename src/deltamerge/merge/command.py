@@ -472,6 +472,16 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
                 count_rows=later,
                 key_ranges=key_ranges,
             )
+        if summary.note is not None:
+            # The metrics keep Delta's static skipping counts; what the source keys pruned is logged.
+            logger.info(
+                "MERGE dynamic file pruning: %s",
+                summary.note,
+                extra={
+                    "files_after_pruning": len(summary.files),
+                    "bytes_after_pruning": sum(f.size for f in summary.files),
+                },
+            )
         ctx.source_rows = summary.rows
         ctx.min_expected_matches = summary.min_expected_matches
         ctx.source_unique = None if later else summary.unique
