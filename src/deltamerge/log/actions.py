@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,9 +160,17 @@ class Metadata:
         return _drop_none(out)
 
 
+# Writers put ``numRecords`` first (Delta, delta-rs, deltamerge): read it without parsing the
+# statistics of every column, which for a merge over thousands of files was most of the cost.
+_LEADING_COUNT = re.compile(r'\{\s*"numRecords"\s*:\s*(\d+)\s*[,}]')
+
+
 def _stats_num_records(stats: str | None) -> int | None:
     if not stats:
         return None
+    m = _LEADING_COUNT.match(stats)
+    if m is not None and stats.count('"numRecords"') == 1:  # once: no duplicate key to win instead
+        return int(m.group(1))
     n = json.loads(stats).get("numRecords")
     return None if n is None else int(n)
 
