@@ -472,7 +472,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
                 count_rows=later,
                 key_ranges=key_ranges,
             )
-        if summary.note is not None:
+        if summary.note is not None and logger.isEnabledFor(logging.INFO):
             # The metrics keep Delta's static skipping counts; what the source keys pruned is logged.
             logger.info(
                 "MERGE dynamic file pruning: %s",
