@@ -174,9 +174,10 @@ class SessionConf:
     # deltamerge's own: largest number of live rows in the candidate files for which the broadcast
     # variant runs as one Spark job (merge/single_pass.py); 0 turns the single pass off.
     SINGLE_PASS_MAX_ROWS = Setting("spark.deltamerge.merge.singlePassMaxRows", 250_000, int)
-    # deltamerge's own: copy-on-write runs the single pass beyond singlePassMaxRows when the source-key
-    # summary expects every candidate file to match at least this many source keys (it is then
-    # almost surely touched, and finding that out in a job of its own costs more); 0 turns it off.
+    # deltamerge's own: copy-on-write runs the single pass beyond singlePassMaxRows (with NOT MATCHED
+    # clauses up to 4x) when the source-key summary expects every candidate file to match at least
+    # this many source keys (it is then almost surely touched, and finding that out in a job of its
+    # own costs more); 0 turns it off.
     SINGLE_PASS_EXPECTED_MATCHES = Setting("spark.deltamerge.merge.singlePassExpectedMatches", 32.0, float)
     # deltamerge's own: the source-key summary reads a source of at most this many bytes (Spark's
     # plan estimate) in one task with no shuffle (merge/pruning.py); 0 keeps the shuffled aggregation.

@@ -963,6 +963,37 @@ def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeyp
     assert outcomes == ["matched", "written"]
 
 
+def test_guessed_single_pass_with_inserts_up_to_four_times_the_limit(spark, tmp_path, monkeypatch):
+    """With a NOT MATCHED clause the guessed single pass (every file expected touched) also runs,
+    up to four times ``singlePassMaxRows`` live rows: its write then broadcasts the candidates'
+    keys to find the unmatched source rows. Beyond that, and without the expectation, the two jobs
+    run. Same table, counters and history metrics every way."""
+    outcomes = _spy_broadcast(monkeypatch)
+    src = spark.createDataFrame(
+        [(i, 100 + i % 5, None) for i in [*range(0, 400, 3), 1000, 1001]], "id long, v int, d date"
+    )
+    runs = {
+        "within": ({merge_variants.SINGLE_PASS: "100", merge_variants.EXPECTED: "20"}, ["single"]),
+        "beyond": ({merge_variants.SINGLE_PASS: "99", merge_variants.EXPECTED: "20"}, ["matched", "written"]),
+        "no guess": (
+            {merge_variants.SINGLE_PASS: "100", merge_variants.EXPECTED: "0"},
+            ["matched", "written"],
+        ),
+    }
+    results = []
+    for name, (conf, expected) in runs.items():
+        path = str(tmp_path / name.replace(" ", "_"))
+        _table(spark, path, n=400, files=4)  # 400 live rows, ~33 of each file's ids in the source
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, src, "t.id = s.id", UPSERT)
+        assert outcomes == expected, name
+        results.append((res, _rows(spark, path), _history_metrics(spark, path)))
+    assert results[0] == results[1] == results[2]
+    assert results[0][0] == (136, 134, 0, 2)
+    assert results[0][2]["numTargetFilesRemoved"] == "4"
+
+
 def test_guessed_single_pass_wrong_guess_retries(spark, tmp_path, monkeypatch):
     """Keys that fall in every file's range but exist in one file only: the guess is wrong, the
     single pass's output is deleted and the two jobs rewrite the one touched file."""

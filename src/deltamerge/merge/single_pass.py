@@ -4,8 +4,8 @@ After the source-key summary, a small merge (a CDC micro-batch, an upsert into o
 a few candidate files left. Finding which of them are touched (job 1) then costs more than it
 saves: its planning, broadcast and Spark job are a large part of the merge's time. When the
 candidates hold at most ``spark.deltamerge.merge.singlePassMaxRows`` live rows, or a copy-on-write
-merge without NOT MATCHED clauses is expected to touch every candidate (``expects_every_file_touched``:
-job 1 would only confirm it), one write does it all:
+merge is expected to touch every candidate (``expects_every_file_touched``: job 1 would only confirm
+it; with NOT MATCHED clauses up to four times that many rows), one write does it all:
 
 - ``candidates LEFT JOIN broadcast(source)``: copy-on-write writes every row (updated or copied),
   DV mode only the rows a clause changes;
@@ -84,8 +84,19 @@ def applies(ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vector
         return False
     if rows <= limit:
         return True
-    matched_only = not ctx.rm.of_kind(ClauseKind.NOT_MATCHED)
-    return not deletion_vectors and matched_only and expects_every_file_touched(ctx)
+    if deletion_vectors or not expects_every_file_touched(ctx):
+        return False
+    return not ctx.rm.of_kind(ClauseKind.NOT_MATCHED) or rows <= _UNMATCHED_KEYS_FACTOR * limit
+
+
+#: With NOT MATCHED clauses the single pass also broadcasts the candidates' ON-condition columns
+#: (to find the unmatched source rows), a cost that grows with the candidates' rows. When every
+#: candidate is expected to be touched it still pays up to this many times ``singlePassMaxRows``
+#: (1M rows by default: 8 MB of long keys, about Spark's own broadcast threshold). Measured on
+#: ``bench/``'s 5M-row tables, interleaved, median of 6: the partitioned upsert's 18 candidates
+#: (900k rows) 2.89 s against the two jobs' 3.07 s; the spread upsert's 100 (5M rows) 7.1 s
+#: against 5.6 s.
+_UNMATCHED_KEYS_FACTOR = 4
 
 
 def expects_every_file_touched(ctx: MergeContext) -> bool:
@@ -94,10 +105,10 @@ def expects_every_file_touched(ctx: MergeContext) -> bool:
     single pass saves job 1 (its planning, its broadcast, its scan of the candidates' keys and
     the matched rows' cache). A wrong guess costs one discarded write, never a wrong result.
 
-    Only without NOT MATCHED clauses: finding the unmatched source rows needs the candidates'
-    keys, so the single pass would scan them inside its write instead (measured on the 5M-row
-    upsert of ``bench/``: 6.6 s against the two jobs' 6.1 s; a matched-only merge of the same
-    source: 5.7 s against 6.1 s)."""
+    With NOT MATCHED clauses only up to ``_UNMATCHED_KEYS_FACTOR`` times ``singlePassMaxRows``:
+    finding the unmatched source rows needs the candidates' keys, so the single pass scans and
+    broadcasts them inside its write instead (measured on the 5M-row upsert of ``bench/``: 6.6 s
+    against the two jobs' 6.1 s; a matched-only merge of the same source: 5.7 s against 6.1 s)."""
     threshold = float(setting(ctx.spark, SessionConf.SINGLE_PASS_EXPECTED_MATCHES))
     expected = ctx.min_expected_matches
     return threshold > 0 and expected is not None and expected >= threshold
