@@ -119,7 +119,7 @@ SHAPES_NOTE = (
     "reads Parquet row by row, without the vectorized reader, for deltamerge and the floor alike. Raising "
     "the setting made the generated code exceed 64 KB, fail to compile and fall back, with no gain (six "
     "interleaved rounds at 20k rows, the last three 7.3, 6.7 and 8.6 s against 9.2, 6.7 and 5.0 s). A fresh JVM's first 300-column merge took "
-    "26-31 s (JIT compilation of the generated code); later ones took 17-20 s. Each output column is one "
+    "26-31 s (JIT compilation of the generated code); later ones took 16-20 s. Each output column is one "
     "CASE over the action code; since this run, branches with the same value share one test. delta-rs's "
     "native reader and writer are 4-5x faster here, and the Parquet encoding dominates both Spark plans."
 )
