@@ -200,11 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             # JVM warm-up (JIT compilation of Spark's planner, class loading), before any timing.
             entry["jit_warmup"] = jit_warmup(spark, paths, work, args.jit_warmup, log)
             for sc in scenarios.all_scenarios(names):
-                with load_note() as ln:
-                    res = run_scenario(spark, paths, work, sc, args.reps, log, args.warmup)
-                res["load"] = ln
-                entry["scenarios"].append(res)
-                _save(report, entry, args.root)
+                _run_into(entry, report, spark, paths, work, sc, args, log)
             if not args.skip_amp:
                 log("write amplification (DV, 1% of rows)")
                 entry["write_amp"] = write_amp.run(spark, paths, scale, work)
@@ -219,13 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"data ready (load {ln['before']:.2f} -> {ln['after']:.2f})")
             entry = {"scale": {"name": f"shapes ({size})"}, "shapes": True, "scenarios": []}
             for sc in shape_list:
-                if args.only and sc.name not in args.only:
-                    continue
-                with load_note() as ln:
-                    res = run_scenario(spark, paths, os.path.join(args.root, "work"), sc, args.reps, log, args.warmup)
-                res["load"] = ln
-                entry["scenarios"].append(res)
-                _save(report, entry, args.root)
+                if not args.only or sc.name in args.only:
+                    _run_into(entry, report, spark, paths, os.path.join(args.root, "work"), sc, args, log)
             report["scales"].append(entry)
             _save(report, None, args.root)
         if not args.skip_snapshot:
@@ -246,6 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     write_report(report, output)
     log(f"wrote {output}")
     return 0
+
+
+def _run_into(entry: dict, report: dict, spark, paths: dict[str, str], work: str, sc: scenarios.Scenario, args, log) -> None:  # type: ignore[no-untyped-def]
+    """One scenario's runs, with the machine load around them, added to ``entry`` and saved."""
+    with load_note() as ln:
+        res = run_scenario(spark, paths, work, sc, args.reps, log, args.warmup)
+    res["load"] = ln
+    entry["scenarios"].append(res)
+    _save(report, entry, args.root)
 
 
 def _save(report: dict, partial: dict | None, root: str) -> None:

@@ -215,15 +215,11 @@ def _read_target(spark: SparkSession, table: str, files: list[str]) -> DataFrame
     """The files as one DataFrame, read the fastest way deltamerge knows (the floor must not pay for
     a slower reader): their status listed on the driver, not in a Spark listing job, and the path
     list sent to the JVM as one text. Partition values come from the directory names (Hive layout)."""
+    from deltamerge.spark.scan import _driver_side_listing
     from deltamerge.spark.session import read_parquet_files
 
-    conf = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-    old = spark.conf.get(conf)
-    spark.conf.set(conf, str(max(32, len(files) + 1)))
-    try:
+    with _driver_side_listing(spark, len(files)):
         return read_parquet_files(spark, spark.read.option("basePath", table), files)
-    finally:
-        spark.conf.set(conf, old)
 
 
 def run_floor(spark: SparkSession, table: str, files: list[str], source: str, sc: Scenario, out: str) -> dict:

@@ -3,7 +3,6 @@ that lost blocks of it runs again (Delta's retry on CHECKPOINT_RDD_BLOCK_ID_NOT_
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from pyspark.sql import functions as F
 import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.errors import MaterializedSourceLostError
+from py4j_trips import round_trips
 
 pytestmark = pytest.mark.spark
 
@@ -142,8 +142,6 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
     """Auto mode's reason from the plan's JSON text (expressions) and a walk over the plan nodes
     (leaves) is the walk over every node's reason, for sources of each kind; a source of 300
     computed columns costs a few dozen py4j round trips, not ~5 per expression node."""
-    from py4j import clientserver
-
     from deltamerge.merge import planner
 
     path, parquet = target
@@ -182,26 +180,13 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
         walked = planner._classic_walk(df._jdf.queryExecution().analyzed())
         assert (planner._classic_source_reason(df), walked) == (want, want), name
 
-    calls: list[int] = []
-    real = clientserver.ClientServerConnection.send_command
-
-    def counting(self, command):  # type: ignore[no-untyped-def]
-        if threading.current_thread() is me:  # not another thread's round trips
-            calls.append(1)
-        return real(self, command)
-
     # A Delta source of 60 files: its relation's root paths come back as one text.
     many = str(Path(path).parent / "many")
     deltamerge.write(spark.range(600).repartition(60), many)
     many_files = deltamerge.read(spark, many).alias("s")
-    me = threading.current_thread()
     trips = []
     for df in (wide, many_files):
-        calls.clear()
-        clientserver.ClientServerConnection.send_command = counting  # type: ignore[method-assign]
-        try:
+        with round_trips() as calls:
             assert planner._classic_source_reason(df) == planner.NOT_MATERIALIZED_AUTO
-        finally:
-            clientserver.ClientServerConnection.send_command = real  # type: ignore[method-assign]
         trips.append(len(calls))
     assert max(trips) < 60, trips

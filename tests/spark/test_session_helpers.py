@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 import deltamerge
 from deltamerge.spark import session
+from py4j_trips import round_trips
 
 pytestmark = pytest.mark.spark
 
@@ -129,34 +130,19 @@ def test_many_file_paths_reach_the_reader_in_a_few_round_trips(spark, tmp_path, 
     """A scan of 40 files at a path with glob, space, percent and non-ASCII characters reads every
     row, and the file list costs a fixed number of py4j round trips (PySpark's own list conversion
     is one per path: a merge into 2,000 files spent 2,011 of them, ~0.6 s)."""
-    from py4j import clientserver
-
     from deltamerge.spark import scan
 
     path = str(tmp_path / "d [x]{1} 50% é'q")
     deltamerge.write(spark.range(400).repartition(40), path)
     dt = deltamerge.DeltaTable.forPath(spark, path)
-    calls: list[int] = []
-    real = clientserver.ClientServerConnection.send_command
-
-    def counting(self, command):  # type: ignore[no-untyped-def]
-        if threading.current_thread() is me:  # not another thread's round trips
-            calls.append(1)
-        return real(self, command)
-
-    me = threading.current_thread()
-
     built: list[tuple[int, int]] = []
     real_read = session.read_parquet_files
 
     def spy(spark_, reader, paths):  # type: ignore[no-untyped-def]
-        before = len(calls)
-        monkeypatch.setattr(clientserver.ClientServerConnection, "send_command", counting)
-        try:
-            return real_read(spark_, reader, paths)
-        finally:
-            monkeypatch.setattr(clientserver.ClientServerConnection, "send_command", real)
-            built.append((len(paths), len(calls) - before))
+        with round_trips() as calls:
+            df = real_read(spark_, reader, paths)
+        built.append((len(paths), len(calls)))
+        return df
 
     monkeypatch.setattr(scan, "read_parquet_files", spy)
     assert sorted(r[0] for r in deltamerge.read(spark, path).collect()) == list(range(400))
