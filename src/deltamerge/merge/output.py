@@ -219,9 +219,13 @@ def removed_codes(rm: ResolvedMerge) -> list[int]:
 
 def counter_columns(rm: ResolvedMerge) -> list[Column]:
     """Aggregates for ``observe``: rows per clause plus copied rows."""
+    # count(CASE ...), not count_if: Spark rewrites count_if's test into a common subexpression
+    # projected beside the rows, which made an observation ~1.5x as costly (20M rows, noop sink).
     action = quote_name(ACTION)
-    cols = [F.expr(f"count_if({action} = {c.index}) AS clause_{c.index}") for c in rm.clauses]
-    cols.append(F.expr(f"count_if({action} = {COPY}) AS copied"))
+    cols = [
+        F.expr(f"count(CASE WHEN {action} = {c.index} THEN 1 END) AS clause_{c.index}") for c in rm.clauses
+    ]
+    cols.append(F.expr(f"count(CASE WHEN {action} = {COPY} THEN 1 END) AS copied"))
     return cols
 
 
