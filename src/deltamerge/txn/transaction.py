@@ -411,6 +411,8 @@ class OptimisticTransaction:
         # Delta records when in-commit timestamps were turned on for a table that has older commits.
         ict_enabling = ict and read is not None and not TableProperties.ENABLE_ICT.get(read.configuration)
 
+        built: dict[int, list[Action]] = {}  # per attempted version: the actions its file holds
+
         def build(version: int, previous: _Previous) -> bytes:
             # Rebuilt per attempt: the in-commit timestamp follows the commit that precedes it, and
             # fresh row ids start above the latest high-water mark.
@@ -454,6 +456,7 @@ class OptimisticTransaction:
                 high_water_mark=previous.high_water_mark,
                 version=version,
             )
+            built[version] = payload
             return serialize_commit(payload)
 
         _fault("before_commit_write")  # data files are written, the log has nothing yet
@@ -481,7 +484,7 @@ class OptimisticTransaction:
         )
         version = self._write_with_retries(build, previous, info)
         self.committed_version = version
-        self._post_commit(version, metadata)
+        self._post_commit(version, metadata, built[version])
         if manifest.manifest_enabled(metadata) and any(isinstance(a, _FILE_ACTIONS) for a in actions):
             self._update_manifests(version, actions)
         for hook in self._post_commit_hooks:
@@ -543,11 +546,11 @@ class OptimisticTransaction:
             return info.in_commit_timestamp
         return self.log.store.mtime(filenames.commit_name(version))
 
-    def _post_commit(self, version: int, metadata: Metadata) -> None:
+    def _post_commit(self, version: int, metadata: Metadata, written: Sequence[Action]) -> None:
         # The commit has landed: nothing below may turn it into a failure.
         try:
             interval = TableProperties.CHECKPOINT_INTERVAL.get(metadata.configuration)
-            self.log.update()
+            self.log.update(known={version: written})
             if version > 0 and interval > 0 and version % interval == 0:
                 snapshot = self.log.snapshot(version)
                 _fault("before_checkpoint")  # the commit landed, its checkpoint is due

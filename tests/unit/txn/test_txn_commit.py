@@ -386,3 +386,31 @@ def test_replacing_the_schema_of_a_clustered_table_drops_vanished_clustering_col
     txn.commit([], Operation("CREATE OR REPLACE TABLE"))
     domain = log.update().domains["delta.clustering"]
     assert json.loads(domain.configuration) == {"clusteringColumns": [["p"]]}
+
+
+def test_post_commit_update_reads_only_the_commits_of_others(tmp_path: Path, monkeypatch) -> None:
+    """The cache is extended with the actions this transaction wrote, and with the log's own
+    commit files for versions another writer added in between: the result equals a fresh load."""
+    from deltamerge.log import replay
+
+    path = str(tmp_path / "t")
+    log = DeltaLog(path)
+    txn = OptimisticTransaction(log)
+    txn.update_metadata(table_metadata())
+    txn.commit([new_add("a")], Operation("WRITE", {}, {}))
+    mine = OptimisticTransaction(log)  # reads version 0
+    OptimisticTransaction(DeltaLog(path)).commit([new_add("b")], Operation("WRITE", {}, {}))  # version 1
+    reads: list[int] = []
+    real = replay.read_commit
+    monkeypatch.setattr(
+        "deltamerge.log.snapshot.read_commit", lambda store, v: reads.append(v) or real(store, v)
+    )
+    assert mine.commit([new_add("c")], Operation("WRITE", {}, {})) == 2
+    # Version 1 was read twice (the conflict check, then the cache); version 2 never.
+    assert 2 not in reads and 1 in reads
+    cached, fresh = log.snapshot(), DeltaLog(path).snapshot()
+    assert cached.version == fresh.version == 2
+    assert sorted(f.to_json().__repr__() for f in cached.files) == sorted(
+        f.to_json().__repr__() for f in fresh.files
+    )
+    assert cached.timestamp == fresh.timestamp and cached.metadata == fresh.metadata
