@@ -583,3 +583,28 @@ def test_variant_columns_get_a_null_count_only(tmp_path: Path) -> None:
     stats = _stats(tmp_path, table, schema)
     assert stats["nullCount"] == {"id": 0, "v": 1, "s": {"w": 2}}
     assert stats["minValues"] == {"id": 1} and stats["maxValues"] == {"id": 3}
+
+
+def test_parse_stats_cache_holds_thousands_of_files_and_is_bounded_by_text_length(monkeypatch) -> None:
+    from deltamerge.stats import reading
+
+    calls: list[str] = []
+    real = reading._parse_stats
+    monkeypatch.setattr(reading, "_parse_stats", lambda s: calls.append(s) or real(s))
+    monkeypatch.setattr(reading, "_CACHE", reading.OrderedDict())
+    monkeypatch.setattr(reading, "_cached_chars", 0)
+    texts = [
+        f'{{"numRecords":{i},"minValues":{{"id":{i}}},"maxValues":{{"id":{i + 9}}}}}' for i in range(8000)
+    ]
+    for _ in range(3):  # data skipping, file pruning, expected matches: each in file order
+        parsed = [reading.parse_stats(t) for t in texts]
+    assert len(calls) == 8000  # the second and third passes hit (an LRU of 4,096 entries never did)
+    assert parsed[7].num_records == 7 and parsed[7].max_values == {"id": 16}
+    assert reading.parse_stats(texts[7]) is parsed[7]  # shared, not reparsed
+    # Past the budget the least recently used texts go first.
+    monkeypatch.setattr(reading, "_CACHE_CHARS", len(texts[0]) * 10)
+    new = '{"numRecords":1}'
+    reading.parse_stats(new)
+    assert len(reading._CACHE) <= 10 and new in reading._CACHE and texts[0] not in reading._CACHE
+    assert texts[-1] in reading._CACHE  # the most recently used survive
+    assert reading._cached_chars == sum(len(t) for t in reading._CACHE)

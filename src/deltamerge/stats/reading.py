@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -61,10 +62,34 @@ def parse_stats(stats_json: str | None) -> FileStats | None:
     """
     if not stats_json:
         return None
-    return _parse_stats(stats_json)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(stats_json, _MISSING)
+        if hit is not _MISSING:
+            _CACHE.move_to_end(stats_json)
+            return hit  # type: ignore[return-value]
+    parsed = _parse_stats(stats_json)
+    global _cached_chars
+    with _CACHE_LOCK:
+        if stats_json not in _CACHE:
+            _CACHE[stats_json] = parsed
+            _cached_chars += len(stats_json)
+            while _cached_chars > _CACHE_CHARS and _CACHE:
+                old, _ = _CACHE.popitem(last=False)
+                _cached_chars -= len(old)
+    return parsed
 
 
-@functools.lru_cache(maxsize=4096)
+# Parsed statistics, least recently used first, bounded by the length of their texts rather than
+# their number: a merge into 8,000 files reads every candidate's statistics three times, and a
+# cache of 4,096 entries scanned in file order never hit (0.12-0.18 s per pass). 8M characters
+# hold ~40k narrow tables' files (200 characters each) or ~500 files of a 300-column table.
+_CACHE_CHARS = 8_000_000
+_CACHE: OrderedDict[str, FileStats | None] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_MISSING = object()
+_cached_chars = 0
+
+
 def _parse_stats(stats_json: str) -> FileStats | None:
     try:
         obj = json.loads(stats_json, parse_float=Decimal)
