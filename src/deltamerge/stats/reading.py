@@ -81,7 +81,7 @@ def parse_stats(stats_json: str | None) -> FileStats | None:
 
 # Parsed statistics, least recently used first, bounded by the length of their texts rather than
 # their number: a merge into 8,000 files reads every candidate's statistics three times, and a
-# cache of 4,096 entries scanned in file order never hit (0.12-0.18 s per pass). 8M characters
+# cache of 4,096 entries scanned in file order never hit (0.12-0.24 s per pass). 8M characters
 # hold ~40k narrow tables' files (200 characters each) or ~500 files of a 300-column table.
 _CACHE_CHARS = 8_000_000
 _CACHE: OrderedDict[str, FileStats | None] = OrderedDict()
