@@ -244,7 +244,19 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
     key with a matched one may still fail the rest of the condition).
     """
     rm = ctx.rm
-    matched_targets = matched.select(*[tcol(i) for i in ctx.condition_target_columns()])
+    fields = rm.target_schema.fields
+    # Spark infers filters on these columns from the source's constraints (a source of literal
+    # rows: ``k <=> NaN OR ...``), and a scan of the cached rows skips every batch whose column
+    # statistics leave the literal out: they never count NaN. `` + 0`` keeps the filter off the
+    # cached column (NaN, and -0.0 = 0.0, still compare as in Spark's joins).
+    matched_targets = matched.selectExpr(
+        *[
+            f"{tcol(i)} + CAST(0 AS {fields[i].dataType.simpleString()}) AS {tcol(i)}"
+            if isinstance(fields[i].dataType, (FloatType, DoubleType))
+            else tcol(i)
+            for i in ctx.condition_target_columns()
+        ]
+    )
     # The matched rows are at most the source's rows, which fit the broadcast limit.
     unmatched = ctx.source.join(F.broadcast(matched_targets), on=ctx.condition(), how="left_anti")
     return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
