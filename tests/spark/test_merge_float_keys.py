@@ -105,3 +105,59 @@ def test_nan_keys_insert_only(spark, tmp_path, dv):
     )  # fmt: skip
     assert tuple(result.first()) == (1, 0, 0, 1)  # 5.0: NaN, 0.0 and 7.0 match
     assert sorted(v for _, v in _rows(spark, path)) == [1, 2, 3, 4, 5, 50]
+
+
+def _arrow_target(spark, path, *, dv):
+    """One row group whose statistics leave NaN out (arrow-rs writes min 1.0, max 8.0)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    keys = [float("nan"), 1.0, 2.0, 7.0, 8.0]
+    write_deltalake(
+        path, pa.table({"k": pa.array(keys, pa.float64()), "v": pa.array([1, 2, 3, 4, 5], pa.int32())})
+    )
+    if dv:
+        deltamerge.sql(
+            spark, f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableDeletionVectors = true)"
+        )
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_nan_keys_in_row_groups_whose_statistics_leave_nan_out(spark, tmp_path, variant, dv):
+    """Spark pushes ``k <=> NaN`` into the Parquet scan, and a row group whose max is 8.0 looks
+    free of NaN: the NaN target row must still match."""
+    path = str(tmp_path / "t")
+    _arrow_target(spark, path, dv=dv)
+    with _settings(spark, VARIANTS[variant]):
+        result = (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(spark.sql(SOURCE).alias("s"), "t.k = s.k")
+            .whenMatchedUpdate(set={"v": "s.v"})
+            .whenNotMatchedInsertAll()
+            .execute()
+        )  # fmt: skip
+    assert tuple(result.first()) == (4, 2, 0, 2)  # NaN and 7.0 match
+    rows = _rows(spark, path)
+    assert sorted(v for _, v in rows) == [2, 3, 5, 10, 30, 50, 70]
+    nan = {v: k for k, v in rows}[10]
+    assert nan != nan
+
+
+@pytest.mark.parametrize("variant", ["default", "two-job", "delta-shaped"])
+def test_nan_partition_keys(spark, tmp_path, variant):
+    path = str(tmp_path / "t")
+    df = spark.sql(TARGET).selectExpr("k AS p", "v")
+    deltamerge.write(df, path, partition_by=["p"])
+    source = spark.sql(SOURCE).selectExpr("k AS p", "v")
+    with _settings(spark, VARIANTS[variant]):
+        result = (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(source.alias("s"), "t.p = s.p")
+            .whenMatchedUpdate(set={"v": "s.v"})
+            .whenNotMatchedInsertAll()
+            .execute()
+        )  # fmt: skip
+    assert tuple(result.first()) == (4, 3, 0, 1)
+    rows = sorted(((r.p, r.v) for r in deltamerge.read(spark, path).collect()), key=_key)
+    assert sorted(v for _, v in rows) == [2, 4, 10, 30, 50, 70]

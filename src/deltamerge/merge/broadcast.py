@@ -244,18 +244,13 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
     key with a matched one may still fail the rest of the condition).
     """
     rm = ctx.rm
-    fields = rm.target_schema.fields
     # Spark infers filters on these columns from the source's constraints (a source of literal
     # rows: ``k <=> NaN OR ...``), and a scan of the cached rows skips every batch whose column
-    # statistics leave the literal out: they never count NaN. `` + 0`` keeps the filter off the
-    # cached column (NaN, and -0.0 = 0.0, still compare as in Spark's joins).
+    # statistics leave the literal out: they never count NaN. Behind ``nanvl`` (as in
+    # ``MergeContext.target``) no filter reaches the cached column.
+    opaque = set(ctx.float_keys(partitions=True))
     matched_targets = matched.selectExpr(
-        *[
-            f"{tcol(i)} + CAST(0 AS {fields[i].dataType.simpleString()}) AS {tcol(i)}"
-            if isinstance(fields[i].dataType, (FloatType, DoubleType))
-            else tcol(i)
-            for i in ctx.condition_target_columns()
-        ]
+        *[f"nanvl({c}, {c}) AS {c}" if c in opaque else c for c in map(tcol, ctx.condition_target_columns())]
     )
     # The matched rows are at most the source's rows, which fit the broadcast limit.
     unmatched = ctx.source.join(F.broadcast(matched_targets), on=ctx.condition(), how="left_anti")

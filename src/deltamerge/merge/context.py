@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from deltamerge.constraints import enforced_write
 from deltamerge.identity import extremes as identity_extremes
@@ -95,8 +95,28 @@ class MergeContext:
         if with_row_index:
             names.append(ROW_INDEX_COL)
         df = df.toDF(*names, *tracking)
+        opaque = self.float_keys()
+        if opaque:
+            df = df.withColumns({n: F.nanvl(F.col(n), F.col(n)) for n in opaque})
         self._scan_cache = (key, df, with_file, with_row_index)
         return df
+
+    def float_keys(self, *, partitions: bool = False) -> list[str]:
+        """The float/double columns the ON condition reads (partition columns too when
+        ``partitions``); the data columns are behind ``nanvl(k, k)`` in scans.
+
+        Spark pushes filters it infers from the source's constraints (``k <=> NaN OR ...`` for a
+        source of literal rows) into the target's Parquet scan, and Parquet's row-group statistics
+        leave NaN out (arrow-rs writes ``min``/``max`` of the other values), so a row group holding
+        NaN keys was skipped: a NaN target row went unmatched. ``nanvl(k, k)`` is ``k``, bit for bit,
+        and no filter on it reaches the files (filters on partition columns are exact and stay)."""
+        parts = set() if partitions else {c.lower() for c in self.partition_columns}
+        fields = self.rm.target_schema.fields
+        return [
+            tcol(i)
+            for i in self.condition_target_columns()
+            if isinstance(fields[i].dataType, (FloatType, DoubleType)) and fields[i].name.lower() not in parts
+        ]
 
     def condition_target_columns(self) -> list[int]:
         """Indexes of the target columns the ON condition reads."""
