@@ -361,14 +361,21 @@ def _scan_group(
     with _driver_side_listing(spark, len(file_paths)):
         df = read_parquet_files(spark, reader, file_paths)
     need_file = with_file or (bool(partition_columns) and hive is None) or bool(row_tracking)
+    fields = [*(stored if mapping is None else mapping.stored).fields, *hidden, *(hive or [])]
+    if any(f.name.lower() == "_metadata" for f in fields):
+        # A data column named _metadata hides Spark's file metadata from SQL text.
+        df = df.select("*", df.metadataColumn("_metadata").alias("__dm_metadata"))
+        meta = "__dm_metadata"
+    else:
+        meta = "_metadata"
     extra = []
     if need_file:
-        extra.append(f"_metadata.file_path AS {FILE_COL}")
+        extra.append(f"{meta}.file_path AS {FILE_COL}")
     if with_row_index:
-        extra.append(f"_metadata.row_index AS {ROW_INDEX_COL}")
+        extra.append(f"{meta}.row_index AS {ROW_INDEX_COL}")
     if row_tracking:
         extra += [quote_name(n) for n in row_tracking]
-        extra.append("_metadata.row_index AS __dm_position")
+        extra.append(f"{meta}.row_index AS __dm_position")
     if hive is not None:
         df = df.selectExpr(*[quote_name(f.name) for f in schema.fields], *extra)
         return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
