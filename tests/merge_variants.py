@@ -1,5 +1,6 @@
 """The executions of a MERGE that deltamerge chooses between, each forced by session settings, so
-that tests can run one merge every way and compare: the default choice (DV mode: the one job,
+that tests can run one merge every way and compare: the default choice (DV mode: an upsert whose
+clauses write alike without a join, merge/uniform_upsert.py, else the one job,
 broadcasting every candidate row when they are few; copy-on-write: as "single-pass"), the single pass
 (merge/single_pass.py; also when every candidate file is guessed to be touched), DV mode's one job
 with the matched rows broadcast or shuffled (merge/one_job.py; copy-on-write takes the two jobs
@@ -12,16 +13,18 @@ ONE_JOB = "spark.deltamerge.merge.deletionVectors.oneJob"
 MATCHED_MAX = "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes"
 EXPECTED = "spark.deltamerge.merge.singlePassExpectedMatches"
 CANDIDATES = "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows"
+UNIFORM = "spark.deltamerge.merge.deletionVectors.uniformUpsert"
 
 VARIANTS: dict[str, dict[str, str]] = {
+    # DV mode's upsert whose UPDATE and INSERT write alike (merge/uniform_upsert.py) runs first.
     "default": {},
-    "single-pass": {ONE_JOB: "false"},
+    "single-pass": {ONE_JOB: "false", UNIFORM: "false"},
     # Copy-on-write's single pass beyond its row limit whenever a candidate may match at all (a
     # guess that is often wrong on small data: the discarded write and the two jobs then run).
-    "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9", CANDIDATES: "0"},
-    "one-job": {SINGLE_PASS: "0", CANDIDATES: "0"},
-    "one-job-shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0", CANDIDATES: "0"},
-    "two-job": {SINGLE_PASS: "0", ONE_JOB: "false"},
+    "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9", CANDIDATES: "0", UNIFORM: "false"},
+    "one-job": {SINGLE_PASS: "0", CANDIDATES: "0", UNIFORM: "false"},
+    "one-job-shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0", CANDIDATES: "0", UNIFORM: "false"},
+    "two-job": {SINGLE_PASS: "0", ONE_JOB: "false", UNIFORM: "false"},
     "delta-shaped": {BROADCAST: "0"},
 }
 

@@ -22,7 +22,7 @@ DELTA_SHAPED = VARIANTS["delta-shaped"]
 SIDES = {
     "broadcast": VARIANTS["one-job"],
     "shuffled": VARIANTS["one-job-shuffled"],
-    "candidates": VARIANTS["default"],
+    "candidates": {**VARIANTS["default"], merge_variants.UNIFORM: "false"},
 }
 
 CLAUSES = {
@@ -209,7 +209,7 @@ def test_changed_positions_decoding():
         one_job.changed_positions(f"{number(1, 3, 0)},{number(1, 3, 1)}", files)
     # A row Spark could not number (no base for its file, or beyond its row count): not trusted.
     for bad in ("-1", "-2"):
-        with pytest.raises(one_job._Retry):
+        with pytest.raises(one_job.Retry):
             one_job.changed_positions(f"{number(0, 1, 1)},{bad}", files)
     shifted = _files(3, None)
     text = f"{(1 << 42) + 2 * 7 + 1},{2 * 1 + 1}"
@@ -393,7 +393,11 @@ def test_one_job_code_is_reused_by_merges_into_other_files(spark, tmp_path, monk
         path = str(tmp_path / f"t{len(counts)}")
         rows = spark.range(0, n, numPartitions=1).selectExpr("id", "CAST(id % 7 AS INT) AS v").where(keep)
         deltamerge.write(rows, path, configuration={"delta.enableDeletionVectors": "true"})
-        settings = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+        settings = {
+            "spark.sql.codegen.wholeStage": "true",
+            "spark.sql.codegen.factoryMode": "FALLBACK",
+            merge_variants.UNIFORM: "false",
+        }
         with temporary_settings(spark, settings):
             before = compiled.getCount()
             _run(spark, path, source, "t.id = s.id", CLAUSES["upsert"])

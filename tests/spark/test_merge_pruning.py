@@ -516,8 +516,9 @@ def _spy_broadcast(monkeypatch):
     """Record the broadcast variant's steps: ``single`` (the one pass completed), ``one-job`` (DV
     mode's one job completed), ``retry`` (the single pass touched only some copy-on-write
     candidates, or either could not trust its output), ``matched`` / ``written`` (the two jobs
-    completed), ``fallback`` (a target row matched twice: SourceNotUnique)."""
-    from deltamerge.merge import broadcast, one_job, single_pass
+    completed), ``fallback`` (a target row matched twice: SourceNotUnique), ``uniform`` (DV mode's
+    upsert written without a join, merge/uniform_upsert.py, completed)."""
+    from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
 
     outcomes: list[str] = []
 
@@ -530,7 +531,7 @@ def _spy_broadcast(monkeypatch):
             except broadcast.SourceNotUnique:
                 outcomes.append("fallback")
                 raise
-            except (single_pass._Retry, one_job._Retry):
+            except (single_pass._Retry, one_job.Retry):
                 outcomes.append("retry")
                 raise
             outcomes.append(done)
@@ -542,6 +543,15 @@ def _spy_broadcast(monkeypatch):
     spy_on(one_job, "_write", "one-job")
     spy_on(broadcast, "find_matches", "matched")
     spy_on(broadcast, "write_changes", "written")
+    real_uniform = uniform_upsert.try_write
+
+    def uniform(*a, **k):  # type: ignore[no-untyped-def]
+        out = real_uniform(*a, **k)
+        if out is not None:
+            outcomes.append("uniform")
+        return out
+
+    monkeypatch.setattr(uniform_upsert, "try_write", uniform)
     return outcomes
 
 

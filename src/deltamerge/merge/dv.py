@@ -111,7 +111,7 @@ def deletion_vector_actions(
 
 def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """DV-mode MERGE: returns the commit's file actions."""
-    from deltamerge.merge import broadcast, one_job, single_pass
+    from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
 
     known = every_file_touched(ctx, candidates) if every_row_changes(ctx) else None
     if known is not None:
@@ -119,7 +119,9 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     # The one job first (every candidate row broadcast when they are few, else semi-joined with the
     # source), then the single pass (two broadcasts and a union), which it beat at every size
     # measured (merge/one_job.py).
-    done = one_job.try_write(ctx, candidates)
+    done = uniform_upsert.try_write(ctx, candidates)
+    if done is None:
+        done = one_job.try_write(ctx, candidates)
     if done is None:
         done = single_pass.try_write(ctx, candidates, deletion_vectors=True)
     if done is not None:

@@ -91,7 +91,7 @@ _SHIFT = 42
 _MAX_FILES = 1 << 21
 
 
-class _Retry(Exception):
+class Retry(Exception):
     """The output cannot be trusted (an unknown file path, a dropped observation): the two-job
     variant runs instead."""
 
@@ -111,7 +111,7 @@ def try_write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | Non
         return _write(ctx, candidates)
     except broadcast.SourceNotUnique:
         ctx.source_unique = False
-    except _Retry:
+    except Retry:
         pass
     return None
 
@@ -217,16 +217,16 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     with (
         broadcast.undone_on_error(ctx),
         job_phase(ctx.spark, "MERGE operation - writing modified rows"),
-        _static_plan(ctx),
+        static_plan(ctx),
     ):
         adds = ctx.write(written_rows(out, rm))
         counts = get_counts(lambda: count_actions(out, rm))
         try:
             text = observed_text(positions)
         except Exception as e:  # Spark dropped the observation: no positions, no commit from here
-            raise _Retry() from e
+            raise Retry() from e
         if text is None:
-            raise _Retry()
+            raise Retry()
         changed = changed_positions(text, index_order)
     touched = [index_order[o] for o in changed]
     m.add_clause_counts(rm, counts)
@@ -238,7 +238,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
 
 
 @contextlib.contextmanager
-def _static_plan(ctx: MergeContext) -> Iterator[None]:
+def static_plan(ctx: MergeContext) -> Iterator[None]:
     """Plan the job once, with whole waves of evenly sized reduce tasks.
 
     The broadcasts are built as the query starts and the join's size is known from the source-key
@@ -272,14 +272,21 @@ def changed_positions(text: str, files: Sequence[AddFile]) -> dict[int, list[int
     changed rows.
 
     Raises ``SourceNotUnique`` when a position is listed twice (a target row matched twice) and
-    ``_Retry`` for a negative number (a row whose file has no base, or beyond its row count).
+    ``Retry`` for a negative number (a row whose file has no base, or beyond its row count).
     """
     if not text:
         return {}
     values = np.fromstring(text, dtype=np.int64, sep=",")  # C parsing: ~10 ms for 400k numbers
-    values.sort()
+    return changed_positions_of(values, files)
+
+
+def changed_positions_of(values: np.ndarray, files: Sequence[AddFile]) -> dict[int, list[int]]:
+    """``changed_positions`` of the numbers as an array."""
+    if values.size == 0:
+        return {}
+    values = np.sort(values)  # a copy: Arrow's arrays are read-only
     if int(values[0]) < 0:
-        raise _Retry()
+        raise Retry()
     rows = values >> 1  # base / 2 + position, sorted
     if rows.size > 1 and bool((rows[1:] == rows[:-1]).any()):
         raise broadcast.SourceNotUnique()

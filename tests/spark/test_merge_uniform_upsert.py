@@ -1,0 +1,179 @@
+"""DV mode's upsert whose UPDATE and INSERT write alike (merge/uniform_upsert.py): the source rows
+are written without a join while the matched positions are found beside them. Same table, counters,
+deletion vectors and history as the Delta-shaped path; the one job (or Delta's error) takes over
+when a source row matches two target rows (or a target row two source rows), leaving no file of
+the discarded write behind; merges whose clauses do not write alike never take it."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from pyspark.sql import functions as F
+from test_merge_one_job import _state
+from test_merge_pruning import _run, _settings, _spy_broadcast
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.errors import DeltaMergeError
+from deltamerge.log.snapshot import DeltaLog
+from merge_variants import UNIFORM, VARIANTS
+
+DELTA_SHAPED = VARIANTS["delta-shaped"]
+UPSERT = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
+DV = {"delta.enableDeletionVectors": "true"}
+
+
+def _target(spark, path, *, partitioned=False, extra_rows=None, configuration=None):
+    df = spark.range(0, 600, numPartitions=4).selectExpr("id", "CAST(id % 7 AS INT) AS v", "id % 3 AS p")
+    if extra_rows is not None:
+        df = df.unionByName(extra_rows)
+    conf = {**DV, **(configuration or {})}
+    deltamerge.write(df, path, configuration=conf, partition_by=["p"] if partitioned else None)
+
+
+def _source(spark, extra_rows=None):
+    df = spark.range(300, 900, 4).selectExpr("id", "CAST(id * 3 AS INT) AS v", "id % 3 AS p")
+    return df if extra_rows is None else df.unionByName(extra_rows)
+
+
+def _orphans(path):
+    """Data files on disk that no version of the log ever added."""
+    log = DeltaLog.for_table(path)
+    known = set()
+    for version in range(log.update().version + 1):
+        known |= {f.path.split("/")[-1] for f in log.snapshot(version).files}
+    files = [p for p in pathlib.Path(path).rglob("*.parquet") if "_change_data" not in p.parts]
+    return sorted(p.name for p in files if p.name not in known)
+
+
+def _both(spark, tmp_path, monkeypatch, make_target, source, clauses, cond="t.id = s.id"):
+    """(outcomes, results) of the merge with the default executions and the Delta-shaped one."""
+    outcomes = _spy_broadcast(monkeypatch)
+    results, seen = [], []
+    for name, conf in (("default", {}), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / name)
+        make_target(path)
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, source, cond, clauses)
+        seen.append(list(outcomes))
+        results.append((res, *_state(spark, path)))
+        assert _orphans(path) == []
+    return seen[0], results
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["plain", "partitioned", "existing_dvs", "column_mapping", "explicit_maps"],
+)
+def test_uniform_upsert_same_as_delta_shaped(spark, tmp_path, monkeypatch, shape):
+    def make(path):
+        conf = {"delta.columnMapping.mode": "name"} if shape == "column_mapping" else None
+        _target(spark, path, partitioned=shape == "partitioned", configuration=conf)
+        if shape == "existing_dvs":
+            DeltaTable.forPath(spark, path).delete("id % 10 = 4")
+
+    clauses = UPSERT
+    if shape == "explicit_maps":
+        values = {"id": "s.id", "v": "s.v + 1", "p": "s.p"}
+        clauses = [("whenMatchedUpdate", None, values), ("whenNotMatchedInsert", None, values)]
+    outcomes, (ours, delta) = _both(spark, tmp_path, monkeypatch, make, _source(spark), clauses)
+    assert outcomes == ["uniform"]
+    assert ours == delta
+    assert ours[2]  # deletion vectors written
+    if shape != "existing_dvs":
+        assert ours[0] == (150, 75, 0, 75)
+
+
+def test_uniform_upsert_with_schema_evolution(spark, tmp_path, monkeypatch):
+    source = _source(spark).withColumn("note", F.concat(F.lit("n"), F.col("id").cast("string")))
+    results = []
+    outcomes = _spy_broadcast(monkeypatch)
+    for name, conf in (("default", {}), ("delta-shaped", DELTA_SHAPED)):
+        path = str(tmp_path / name)
+        _target(spark, path)
+        outcomes.clear()
+        with _settings(spark, conf):
+            builder = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+            res = builder.whenMatchedUpdateAll().whenNotMatchedInsertAll().withSchemaEvolution().execute()
+        results.append((tuple(res.first()), *_state(spark, path)))
+        if name == "default":
+            assert outcomes == ["uniform"]
+    assert results[0] == results[1]
+    assert "note" in deltamerge.read(spark, str(tmp_path / "default")).columns
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["condition", "reads_target", "different_values", "delete_clause", "row_tracking", "cdf", "off"],
+)
+def test_merges_that_do_not_write_alike_take_another_execution(spark, tmp_path, monkeypatch, case):
+    clauses = {
+        "condition": [("whenMatchedUpdateAll", "s.v > 0"), ("whenNotMatchedInsertAll",)],
+        "reads_target": [
+            ("whenMatchedUpdate", None, {"v": "t.v + s.v"}),
+            ("whenNotMatchedInsert", None, {"id": "s.id", "v": "s.v", "p": "s.p"}),
+        ],
+        "different_values": [
+            ("whenMatchedUpdate", None, {"id": "s.id", "v": "s.v", "p": "s.p"}),
+            ("whenNotMatchedInsert", None, {"id": "s.id", "v": "0", "p": "s.p"}),
+        ],
+        "delete_clause": [("whenMatchedDelete", "s.v < 0"), *UPSERT],
+    }.get(case, UPSERT)
+    conf = {
+        "row_tracking": {"delta.enableRowTracking": "true"},
+        "cdf": {"delta.enableChangeDataFeed": "true"},
+    }.get(case)
+    settings = {UNIFORM: "false"} if case == "off" else {}
+    outcomes = _spy_broadcast(monkeypatch)
+    with _settings(spark, settings):
+        outcomes_, (ours, delta) = _both(
+            spark,
+            tmp_path,
+            monkeypatch,
+            lambda p: _target(spark, p, configuration=conf),
+            _source(spark),
+            clauses,
+        )
+    assert "uniform" not in outcomes_
+    assert ours == delta
+    del outcomes
+
+
+def test_source_row_matching_two_target_rows_falls_back_without_leftovers(spark, tmp_path, monkeypatch):
+    """Delta updates both target rows: two output rows for one source row, which the join-free
+    write cannot give. The one job runs; the discarded write leaves no file."""
+    twins = spark.range(300, 310).selectExpr("id", "CAST(-1 AS INT) AS v", "id % 3 AS p")
+    outcomes, (ours, delta) = _both(
+        spark, tmp_path, monkeypatch, lambda p: _target(spark, p, extra_rows=twins), _source(spark), UPSERT
+    )
+    assert "uniform" not in outcomes and "one-job" in outcomes
+    assert ours == delta
+    assert ours[0][1] == 75 + 3  # ids 300, 304 and 308 are updated twice
+
+
+def test_two_source_rows_matching_one_target_row_is_delta_error_and_table_unchanged(spark, tmp_path):
+    path = str(tmp_path / "t")
+    _target(spark, path)
+    before = _state(spark, path)
+    dupes = spark.range(500, 502).selectExpr("id", "CAST(1 AS INT) AS v", "id % 3 AS p")
+    with pytest.raises(DeltaMergeError, match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
+        _run(spark, path, _source(spark, extra_rows=dupes), "t.id = s.id", UPSERT)
+    assert _state(spark, path) == before
+    assert _orphans(path) == []
+
+
+def test_write_error_leaves_the_table_unchanged(spark, tmp_path, monkeypatch):
+    """A value that does not fit its column fails the write (beside job 1): Delta's error, no commit,
+    no file left."""
+    path = str(tmp_path / "t")
+    _target(spark, path)
+    before = _state(spark, path)
+    outcomes = _spy_broadcast(monkeypatch)
+    source = _source(spark).withColumn("v", F.col("id") * 10_000_000_000)  # BIGINT into INT
+    with pytest.raises(DeltaMergeError, match="DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"):
+        _run(spark, path, source, "t.id = s.id", UPSERT)
+    assert "uniform" not in outcomes
+    assert _state(spark, path) == before
+    assert _orphans(path) == []
