@@ -287,13 +287,18 @@ def undone_on_error(ctx: MergeContext) -> Iterator[None]:
 
 
 def write_output(ctx: MergeContext, out: DataFrame, phase: str) -> list[AddFile]:
-    """Write the variant's output rows. Every join in it is a broadcast, so AQE has nothing to
-    re-plan; partitioned tables shuffle before the write and keep it, and so do optimized writes
-    (Spark drops a rebalance without it)."""
+    """Write the variant's output rows (with their action code). Every join in it is a broadcast,
+    so AQE has nothing to re-plan; partitioned tables shuffle before the write and keep it, and so
+    do optimized writes (Spark drops a rebalance without it)."""
+    return write_output_rows(ctx, written_rows(out, ctx.rm), phase)
+
+
+def write_output_rows(ctx: MergeContext, rows: DataFrame, phase: str) -> list[AddFile]:
+    """``write_output`` of rows that are all written (no action code)."""
     keep = ctx.partition_columns or ctx.optimize_write_bin_size
     adaptive = contextlib.nullcontext() if keep else without_adaptive(ctx.spark)
     with job_phase(ctx.spark, phase), adaptive:
-        return ctx.write(written_rows(out, ctx.rm))
+        return ctx.write(rows)
 
 
 def write_changes(

@@ -251,9 +251,11 @@ def _broadcast_variant(
     """``(touched files, new files)`` from the broadcast variant (one pass or two jobs), or None
     when it does not apply or a target row matched twice (the Delta-shaped path then reports it,
     or allows it for a lone unconditional DELETE; the variant's files are gone again)."""
-    from deltamerge.merge import broadcast, single_pass
+    from deltamerge.merge import broadcast, single_pass, uniform_upsert
 
-    done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
+    done = uniform_upsert.try_rewrite(ctx, candidates)
+    if done is None:
+        done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
     if done is not None:
         return done.touched, done.adds
     found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)

@@ -84,7 +84,6 @@ def tracking_sql(*, has_target: bool) -> list[str]:
 def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> list[str]:
     """``output_columns`` as SQL text, one ``CASE ... END`` per final column (unaliased)."""
     schema: StructType = rm.final_schema
-    n_target = len(rm.target_schema.fields)
     action = quote_name(ACTION)
     out: list[str] = []
     # Without a target side only INSERT clauses can apply (UPDATE outputs refer to target columns).
@@ -94,10 +93,7 @@ def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> l
     for j, field in enumerate(schema.fields):
         # Analysis already cast every value to its final column type (casting.py: by-name structs,
         # store-assignment policy); ``keep_values`` is the unchanged target value in that type.
-        if has_target and j < n_target:
-            keep = to_sql(rm.keep_values[j]) if rm.keep_values else quote_name(tcol(j))
-        else:
-            keep = to_sql(typed_null(field.dataType))
+        keep = _keep_sql(rm, j) if has_target else to_sql(typed_null(field.dataType))
         values: list[tuple[int, str]] = []
         for c in writers:
             assert c.outputs is not None
@@ -113,6 +109,19 @@ def output_sql(rm: ResolvedMerge, *, has_target: bool, copies: bool = True) -> l
             branches = values
         out.append(_choose(action, branches, keep))
     return out
+
+
+def _keep_sql(rm: ResolvedMerge, j: int) -> str:
+    """Final column j of an unchanged target row: its value in the final type (NULL for a column
+    schema evolution adds)."""
+    if j < len(rm.target_schema.fields):
+        return to_sql(rm.keep_values[j]) if rm.keep_values else quote_name(tcol(j))
+    return to_sql(typed_null(rm.final_schema.fields[j].dataType))
+
+
+def copied_exprs(rm: ResolvedMerge) -> list[str]:
+    """``selectExpr`` text of an unchanged target row in the final schema (no action code)."""
+    return [f"{_keep_sql(rm, j)} AS {quote_name(f.name)}" for j, f in enumerate(rm.final_schema.fields)]
 
 
 def _choose(action: str, branches: list[tuple[int, str]], keep: str) -> str:

@@ -28,6 +28,8 @@ clause (``broadcast.usable``).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -41,6 +43,7 @@ from deltamerge.merge import broadcast, one_job
 from deltamerge.merge.analysis import ResolvedClause, ResolvedMerge
 from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.merge.context import MergeContext, timed_ms
+from deltamerge.merge.output import copied_exprs
 from deltamerge.merge.single_pass import Written
 from deltamerge.predicates import to_sql
 from deltamerge.spark.scan import ROW_INDEX_COL, file_index, file_values
@@ -200,12 +203,101 @@ def _write(ctx: MergeContext) -> list[AddFile]:
     return adds
 
 
-def _count(ctx: MergeContext, pairs: int) -> None:
-    """The counters: every matched pair is one updated row, every other source row an inserted one."""
+def _count(ctx: MergeContext, pairs: int, copied: int = 0) -> None:
+    """The counters: every matched pair is one updated row, every other source row an inserted one
+    (and copy-on-write's ``copied`` target rows)."""
     clauses = _clauses(ctx.rm)
     assert clauses is not None and ctx.source_rows is not None
     update, insert = clauses
-    counts = {f"clause_{update.index}": pairs, f"clause_{insert.index}": ctx.source_rows - pairs}
+    counts = {
+        f"clause_{update.index}": pairs,
+        f"clause_{insert.index}": ctx.source_rows - pairs,
+        "copied": copied,
+    }
     ctx.metrics.add_clause_counts(ctx.rm, counts)
     ctx.metrics.numSourceRows = ctx.metrics.numSourceRowsInSecondScan = ctx.source_rows
     ctx.metrics.use_second_scan_source_rows = False
+
+
+def try_rewrite(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | None:
+    """Copy-on-write's form: the touched files' unmatched rows (``target LEFT ANTI JOIN
+    broadcast(source)``) and every source row make the new files. The write runs beside job 1
+    over every candidate when the source-key summary expects each to be touched
+    (``single_pass.expects_every_file_touched``), else after it over the touched files; a wrong
+    guess deletes what it wrote and writes again."""
+    from deltamerge.merge import single_pass
+
+    if not applies(ctx, candidates) or broadcast.live_rows(candidates) is None:
+        return None
+    index = file_index(ctx.table_root, candidates)
+    uris = list(index.by_spark_path)
+    order = [index.by_spark_path[u] for u in uris]
+    guess = single_pass.expects_every_file_touched(ctx)
+    try:
+        with broadcast.undone_on_error(ctx):
+            m = ctx.metrics
+            mark = (
+                len(ctx.written_paths),
+                m.numTargetFilesAdded,
+                m.numTargetBytesAdded,
+                m.numTargetPartitionsAddedTo,
+            )
+            writing = _Background(ctx, lambda c: _rewrite(c, order)) if guess else None
+            try:
+                found = _matched_positions(ctx, order, uris)
+            finally:
+                if writing is not None:
+                    writing.join()
+            if found is None or isinstance(found, broadcast.SourceNotUnique):
+                raise _Fallback(found)
+            changed, pairs = found
+            touched = [order[o] for o in sorted(changed)]
+            if writing is not None and len(touched) == len(order):
+                adds = writing.result()
+            else:
+                if writing is not None:
+                    _undo(ctx, writing, mark)
+                adds = _rewrite(ctx, touched) if touched else _write(ctx)
+    except _Fallback as fallback:
+        if fallback.args[0] is not None:
+            ctx.source_unique = False
+        return None
+    _count(ctx, pairs, copied=(broadcast.live_rows(touched) or 0) - pairs)
+    return Written(touched, adds, None)
+
+
+def _undo(ctx: MergeContext, writing: _Background, mark: tuple[int, int, int, int]) -> None:
+    """Delete what ``writing`` wrote: the ``ctx.written_paths`` past ``mark`` (their count and the
+    added-files metrics before it started), the metrics as they were."""
+    with contextlib.suppress(Exception):
+        writing.result()  # on an error its own undone_on_error deleted its files
+    m = ctx.metrics
+    for rel in ctx.written_paths[mark[0] :]:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(ctx.table_root, rel))
+    del ctx.written_paths[mark[0] :]
+    m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = mark[1:]
+
+
+def _rewrite(ctx: MergeContext, files: Sequence[AddFile]) -> list[AddFile]:
+    """Job 2 of copy-on-write: the unmatched rows of ``files`` and every source row."""
+    start = time.monotonic()
+    rm = ctx.rm
+    clauses = _clauses(rm)
+    assert clauses is not None and clauses[1].outputs is not None
+    names = [f.name for f in rm.final_schema.fields]
+    copies = ctx.target(files).join(F.broadcast(ctx.source), on=ctx.condition(), how="left_anti")
+    copies = copies.selectExpr(*copied_exprs(rm))
+    inserted = ctx.source.selectExpr(
+        *[
+            f"{to_sql(v)} AS {quote_name(n)}"
+            for v, n in zip(clauses[1].outputs, names, strict=True)
+            if v is not None
+        ]
+    )
+    with broadcast.undone_on_error(ctx):
+        adds = broadcast.write_output_rows(
+            ctx, copies.unionByName(inserted), f"MERGE operation - Rewriting {len(files)} files"
+        )
+    ctx.metrics.rewriteTimeMs += timed_ms(start)
+    return adds
