@@ -41,19 +41,22 @@ def _target(spark, path, *, dv, files, cdf=False):
     deltamerge.write(df, path, configuration=conf)
 
 
+def _upsert(spark, path, variant, *, update_all=False):
+    """``t.k = s.k``: UPDATE SET v (or *, which writes like the INSERT), INSERT *."""
+    with _settings(spark, VARIANTS[variant]):
+        builder = DeltaTable.forPath(spark, path).alias("t").merge(spark.sql(SOURCE).alias("s"), "t.k = s.k")
+        builder = (
+            builder.whenMatchedUpdateAll() if update_all else builder.whenMatchedUpdate(set={"v": "s.v"})
+        )
+        return builder.whenNotMatchedInsertAll().execute()
+
+
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_nan_and_negative_zero_keys_upsert(spark, tmp_path, variant, dv):
     path = str(tmp_path / "t")
     _target(spark, path, dv=dv, files=5)  # some files untouched: copy-on-write takes the two jobs
-    with _settings(spark, VARIANTS[variant]):
-        result = (
-            DeltaTable.forPath(spark, path).alias("t")
-            .merge(spark.sql(SOURCE).alias("s"), "t.k = s.k")
-            .whenMatchedUpdate(set={"v": "s.v"})
-            .whenNotMatchedInsertAll()
-            .execute()
-        )  # fmt: skip
+    result = _upsert(spark, path, variant)
     # NaN, -0.0 (= 0.0) and 7.0 match; 5.0 is inserted; 1.0 and the null key stay.
     assert tuple(result.first()) == (4, 3, 0, 1)
     rows = _rows(spark, path)
@@ -129,14 +132,7 @@ def test_nan_keys_in_row_groups_whose_statistics_leave_nan_out(spark, tmp_path, 
     free of NaN: the NaN target row must still match."""
     path = str(tmp_path / "t")
     _arrow_target(spark, path, dv=dv)
-    with _settings(spark, VARIANTS[variant]):
-        result = (
-            DeltaTable.forPath(spark, path).alias("t")
-            .merge(spark.sql(SOURCE).alias("s"), "t.k = s.k")
-            .whenMatchedUpdate(set={"v": "s.v"})
-            .whenNotMatchedInsertAll()
-            .execute()
-        )  # fmt: skip
+    result = _upsert(spark, path, variant)
     assert tuple(result.first()) == (4, 2, 0, 2)  # NaN and 7.0 match
     rows = _rows(spark, path)
     assert sorted(v for _, v in rows) == [2, 3, 5, 10, 30, 50, 70]
@@ -161,3 +157,15 @@ def test_nan_partition_keys(spark, tmp_path, variant):
     assert tuple(result.first()) == (4, 3, 0, 1)
     rows = sorted(((r.p, r.v) for r in deltamerge.read(spark, path).collect()), key=_key)
     assert sorted(v for _, v in rows) == [2, 4, 10, 30, 50, 70]
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_nan_keys_in_row_groups_whose_statistics_leave_nan_out_uniform_upsert(spark, tmp_path, dv):
+    """UPDATE SET * / INSERT *: merge/uniform_upsert.py finds the matched pairs in its own job."""
+    path = str(tmp_path / "t")
+    _arrow_target(spark, path, dv=dv)
+    assert tuple(_upsert(spark, path, "default", update_all=True).first()) == (4, 2, 0, 2)
+    rows = _rows(spark, path)
+    assert sorted(v for _, v in rows) == [2, 3, 5, 10, 30, 50, 70]
+    nan = {v: k for k, v in rows}[10]
+    assert nan != nan
