@@ -13,7 +13,7 @@ ONE_JOB = "spark.deltamerge.merge.deletionVectors.oneJob"
 MATCHED_MAX = "spark.deltamerge.merge.deletionVectors.broadcastMatchedMaxBytes"
 EXPECTED = "spark.deltamerge.merge.singlePassExpectedMatches"
 CANDIDATES = "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows"
-UNIFORM = "spark.deltamerge.merge.deletionVectors.uniformUpsert"
+UNIFORM = "spark.deltamerge.merge.uniformUpsert"
 
 VARIANTS: dict[str, dict[str, str]] = {
     # DV mode's upsert whose UPDATE and INSERT write alike (merge/uniform_upsert.py) runs first.

@@ -191,10 +191,10 @@ class SessionConf:
     # single pass; false runs the single pass within its limit and the two jobs of
     # merge/broadcast.py beyond it.
     DV_ONE_JOB = Setting("spark.deltamerge.merge.deletionVectors.oneJob", True, parse_bool)
-    # deltamerge's own: a DV-mode upsert whose UPDATE and INSERT write every column alike writes the
-    # source rows without a join, the matched pairs found in a job of their own
-    # (merge/uniform_upsert.py); false runs the one job.
-    DV_UNIFORM_UPSERT = Setting("spark.deltamerge.merge.deletionVectors.uniformUpsert", True, parse_bool)
+    # deltamerge's own: an upsert whose UPDATE and INSERT write every column alike writes the source
+    # rows without a join, the matched pairs found in a job beside it (merge/uniform_upsert.py), in
+    # both table modes; false runs the executions above.
+    UNIFORM_UPSERT = Setting("spark.deltamerge.merge.uniformUpsert", True, parse_bool)
     # deltamerge's own: the one job broadcasts the matched target rows (the target columns the merge
     # reads and a position) when, even with every candidate row matching, they would take at most this many
     # bytes (Spark's size estimate); above it they are shuffled with the source.

@@ -76,7 +76,7 @@ def applies(ctx: MergeContext, candidates: Sequence[AddFile]) -> bool:
     """Whether the clauses write alike and the broadcast variant applies (see the module)."""
     if not candidates or ctx.row_tracking or ctx.source_rows is None:
         return False
-    if not setting(ctx.spark, SessionConf.DV_UNIFORM_UPSERT) or _clauses(ctx.rm) is None:
+    if not setting(ctx.spark, SessionConf.UNIFORM_UPSERT) or _clauses(ctx.rm) is None:
         return False
     return broadcast.usable(ctx)
 
