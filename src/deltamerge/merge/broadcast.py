@@ -272,18 +272,33 @@ def live_rows(files: Sequence[AddFile]) -> int | None:
 def undone_on_error(ctx: MergeContext) -> Iterator[None]:
     """On an exception, delete the files written inside the block (they will not be committed)
     and restore the added-files metrics, so that another execution can take over."""
-    m = ctx.metrics
-    written = len(ctx.written_paths)
-    added = (m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo)
+    mark = write_mark(ctx)
     try:
         yield
     except BaseException:
-        for rel in ctx.written_paths[written:]:
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(ctx.table_root, rel))
-        del ctx.written_paths[written:]
-        m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = added
+        undo_writes(ctx, mark)
         raise
+
+
+def write_mark(ctx: MergeContext) -> tuple[int, int, int, int]:
+    """Where ``ctx``'s writes stand: the written paths' count and the added-files metrics."""
+    m = ctx.metrics
+    return (
+        len(ctx.written_paths),
+        m.numTargetFilesAdded,
+        m.numTargetBytesAdded,
+        m.numTargetPartitionsAddedTo,
+    )
+
+
+def undo_writes(ctx: MergeContext, mark: tuple[int, int, int, int]) -> None:
+    """Delete the files written since ``mark`` and restore the added-files metrics."""
+    m = ctx.metrics
+    for rel in ctx.written_paths[mark[0] :]:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(ctx.table_root, rel))
+    del ctx.written_paths[mark[0] :]
+    m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = mark[1:]
 
 
 def write_output(ctx: MergeContext, out: DataFrame, phase: str) -> list[AddFile]:

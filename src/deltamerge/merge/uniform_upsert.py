@@ -29,12 +29,12 @@ clause (``broadcast.usable``).
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from pyspark import InheritableThread
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltamerge.config import SessionConf
@@ -183,16 +183,7 @@ def _matched_positions(
 def _write(ctx: MergeContext) -> list[AddFile]:
     """Job 2: every source row as the table's row, no join."""
     start = time.monotonic()
-    clauses = _clauses(ctx.rm)
-    assert clauses is not None and clauses[1].outputs is not None
-    names = [f.name for f in ctx.rm.final_schema.fields]
-    out = ctx.source.selectExpr(
-        *[
-            f"{to_sql(v)} AS {quote_name(n)}"
-            for v, n in zip(clauses[1].outputs, names, strict=True)
-            if v is not None
-        ]
-    )
+    out = _source_rows(ctx)
     with (
         broadcast.undone_on_error(ctx),
         job_phase(ctx.spark, "MERGE operation - writing modified rows"),
@@ -201,6 +192,15 @@ def _write(ctx: MergeContext) -> list[AddFile]:
         adds = ctx.write(out)
     ctx.metrics.rewriteTimeMs += timed_ms(start)
     return adds
+
+
+def _source_rows(ctx: MergeContext) -> DataFrame:
+    """Every source row as the table's row (the INSERT's values, which are the UPDATE's)."""
+    clauses = _clauses(ctx.rm)
+    assert clauses is not None and clauses[1].outputs is not None
+    names = [f.name for f in ctx.rm.final_schema.fields]
+    values = zip(clauses[1].outputs, names, strict=True)
+    return ctx.source.selectExpr(*[f"{to_sql(v)} AS {quote_name(n)}" for v, n in values if v is not None])
 
 
 def _count(ctx: MergeContext, pairs: int, copied: int = 0) -> None:
@@ -235,13 +235,7 @@ def try_rewrite(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | N
     guess = single_pass.expects_every_file_touched(ctx)
     try:
         with broadcast.undone_on_error(ctx):
-            m = ctx.metrics
-            mark = (
-                len(ctx.written_paths),
-                m.numTargetFilesAdded,
-                m.numTargetBytesAdded,
-                m.numTargetPartitionsAddedTo,
-            )
+            mark = broadcast.write_mark(ctx)
             writing = _Background(ctx, lambda c: _rewrite(c, order)) if guess else None
             try:
                 found = _matched_positions(ctx, order, uris)
@@ -256,7 +250,9 @@ def try_rewrite(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | N
                 adds = writing.result()
             else:
                 if writing is not None:
-                    _undo(ctx, writing, mark)
+                    with contextlib.suppress(Exception):
+                        writing.result()  # on an error its own undone_on_error deleted its files
+                    broadcast.undo_writes(ctx, mark)
                 adds = _rewrite(ctx, touched) if touched else _write(ctx)
     except _Fallback as fallback:
         if fallback.args[0] is not None:
@@ -266,38 +262,14 @@ def try_rewrite(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | N
     return Written(touched, adds, None)
 
 
-def _undo(ctx: MergeContext, writing: _Background, mark: tuple[int, int, int, int]) -> None:
-    """Delete what ``writing`` wrote: the ``ctx.written_paths`` past ``mark`` (their count and the
-    added-files metrics before it started), the metrics as they were."""
-    with contextlib.suppress(Exception):
-        writing.result()  # on an error its own undone_on_error deleted its files
-    m = ctx.metrics
-    for rel in ctx.written_paths[mark[0] :]:
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(ctx.table_root, rel))
-    del ctx.written_paths[mark[0] :]
-    m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = mark[1:]
-
-
 def _rewrite(ctx: MergeContext, files: Sequence[AddFile]) -> list[AddFile]:
     """Job 2 of copy-on-write: the unmatched rows of ``files`` and every source row."""
     start = time.monotonic()
-    rm = ctx.rm
-    clauses = _clauses(rm)
-    assert clauses is not None and clauses[1].outputs is not None
-    names = [f.name for f in rm.final_schema.fields]
     copies = ctx.target(files).join(F.broadcast(ctx.source), on=ctx.condition(), how="left_anti")
-    copies = copies.selectExpr(*copied_exprs(rm))
-    inserted = ctx.source.selectExpr(
-        *[
-            f"{to_sql(v)} AS {quote_name(n)}"
-            for v, n in zip(clauses[1].outputs, names, strict=True)
-            if v is not None
-        ]
-    )
+    copies = copies.selectExpr(*copied_exprs(ctx.rm))
     with broadcast.undone_on_error(ctx):
         adds = broadcast.write_output_rows(
-            ctx, copies.unionByName(inserted), f"MERGE operation - Rewriting {len(files)} files"
+            ctx, copies.unionByName(_source_rows(ctx)), f"MERGE operation - Rewriting {len(files)} files"
         )
     ctx.metrics.rewriteTimeMs += timed_ms(start)
     return adds
