@@ -517,7 +517,8 @@ def _spy_broadcast(monkeypatch):
     mode's one job completed), ``retry`` (the single pass touched only some copy-on-write
     candidates, or either could not trust its output), ``matched`` / ``written`` (the two jobs
     completed), ``fallback`` (a target row matched twice: SourceNotUnique), ``uniform`` (DV mode's
-    upsert written without a join, merge/uniform_upsert.py, completed)."""
+    upsert written without a join, merge/uniform_upsert.py, completed), ``replace`` (its form
+    with an unconditional NOT MATCHED BY SOURCE DELETE, completed)."""
     from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
 
     outcomes: list[str] = []
@@ -543,13 +544,13 @@ def _spy_broadcast(monkeypatch):
     spy_on(one_job, "_write", "one-job")
     spy_on(broadcast, "find_matches", "matched")
     spy_on(broadcast, "write_changes", "written")
-    for name in ("try_write", "try_rewrite"):
+    for name in ("try_write", "try_rewrite", "try_replace"):
         real_uniform = getattr(uniform_upsert, name)
 
-        def uniform(*a, real=real_uniform, **k):  # type: ignore[no-untyped-def]
+        def uniform(*a, real=real_uniform, label="replace" if name == "try_replace" else "uniform", **k):  # type: ignore[no-untyped-def]
             out = real(*a, **k)
             if out is not None:
-                outcomes.append("uniform")
+                outcomes.append(label)
             return out
 
         monkeypatch.setattr(uniform_upsert, name, uniform)

@@ -202,3 +202,88 @@ def test_copy_on_write_guess_that_every_candidate_is_touched(spark, tmp_path, mo
     assert ours == delta
     removed = int(ours[3]["numTargetFilesRemoved"])
     assert removed == (4 if guess == "right" else 1)
+
+
+# --- "replace the target with the source": the upsert plus WHEN NOT MATCHED BY SOURCE THEN DELETE
+
+REPLACE = [*UPSERT, ("whenNotMatchedBySourceDelete",)]
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+@pytest.mark.parametrize(
+    "shape",
+    ["plain", "partitioned", "existing_dvs", "target_predicate_in_on", "empty_source", "column_mapping"],
+)
+def test_replace_same_as_delta_shaped(spark, tmp_path, monkeypatch, shape, dv):
+    """Every target file goes whole and the source rows are the new table: the same rows,
+    counters, removed files and history as the Delta-shaped path."""
+
+    def make(path):
+        conf = {"delta.columnMapping.mode": "name"} if shape == "column_mapping" else None
+        _target(spark, path, partitioned=shape == "partitioned", configuration=conf, dv=dv)
+        if shape == "existing_dvs":
+            DeltaTable.forPath(spark, path).delete("id % 10 = 4")
+
+    source = _source(spark)
+    if shape == "empty_source":
+        source = source.where("id < 0")
+    # A target-only predicate in ON: the target rows it rejects are not matched, so deleted.
+    cond = "t.id = s.id AND t.p <> 1" if shape == "target_predicate_in_on" else "t.id = s.id"
+    outcomes, (ours, delta) = _both(spark, tmp_path, monkeypatch, make, source, REPLACE, cond=cond)
+    assert outcomes == ["replace"]
+    assert ours == delta
+    assert ours[2] == []  # no deletion vector: every file was removed whole
+    if shape == "plain":
+        assert ours[0] == (675, 75, 525, 75)  # affected, updated, deleted, inserted
+        assert int(ours[3]["numTargetFilesRemoved"]) == 4
+    if shape == "empty_source":
+        assert ours[0] == (600, 0, 600, 0)
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_replace_source_row_matching_two_target_rows_falls_back(spark, tmp_path, monkeypatch, dv):
+    twins = spark.range(300, 310).selectExpr("id", "CAST(-1 AS INT) AS v", "id % 3 AS p")
+    outcomes, (ours, delta) = _both(
+        spark,
+        tmp_path,
+        monkeypatch,
+        lambda p: _target(spark, p, extra_rows=twins, dv=dv),
+        _source(spark),
+        REPLACE,
+    )
+    assert "replace" not in outcomes
+    assert ours == delta
+    assert ours[0][1] == 75 + 3  # ids 300, 304 and 308 are updated twice
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_replace_two_source_rows_matching_one_target_row_is_delta_error(spark, tmp_path, dv):
+    path = str(tmp_path / "t")
+    _target(spark, path, dv=dv)
+    before = _state(spark, path)
+    dupes = spark.range(500, 502).selectExpr("id", "CAST(1 AS INT) AS v", "id % 3 AS p")
+    with pytest.raises(DeltaMergeError, match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
+        _run(spark, path, _source(spark, extra_rows=dupes), "t.id = s.id", REPLACE)
+    assert _state(spark, path) == before
+    assert _orphans(path) == []
+
+
+@pytest.mark.parametrize("case", ["conditional_delete", "nmbs_update", "cdf", "off"])
+def test_replace_shapes_that_keep_target_rows_take_another_execution(spark, tmp_path, monkeypatch, case):
+    clauses = {
+        "conditional_delete": [*UPSERT, ("whenNotMatchedBySourceDelete", "t.v > 2")],
+        "nmbs_update": [*UPSERT, ("whenNotMatchedBySourceUpdate", None, {"v": "-1"})],
+    }.get(case, REPLACE)
+    conf = {"delta.enableChangeDataFeed": "true"} if case == "cdf" else None
+    settings = {UNIFORM: "false"} if case == "off" else {}
+    with _settings(spark, settings):
+        outcomes, (ours, delta) = _both(
+            spark,
+            tmp_path,
+            monkeypatch,
+            lambda p: _target(spark, p, configuration=conf),
+            _source(spark),
+            clauses,
+        )
+    assert "replace" not in outcomes and "uniform" not in outcomes
+    assert ours == delta

@@ -101,11 +101,12 @@ def width(t: DataType) -> int:
     return fixed.get(type(t), 64)
 
 
-def eligible(ctx: MergeContext) -> bool:
+def eligible(ctx: MergeContext, *, not_matched_by_source: bool = False) -> bool:
     """Whether the broadcast variant can apply to this merge, before the source is summarised:
-    no NOT MATCHED BY SOURCE clause, no change data feed, an equi-join key, broadcasting allowed."""
+    no NOT MATCHED BY SOURCE clause (unless the caller handles them), no change data feed, an
+    equi-join key, broadcasting allowed."""
     rm = ctx.rm
-    if ctx.cdf_enabled or rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE):
+    if ctx.cdf_enabled or (rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE) and not not_matched_by_source):
         return False
     if not equi_keys(rm, bounded_only=False):
         return False
@@ -123,10 +124,14 @@ def fits(ctx: MergeContext) -> bool:
     return ctx.source_rows * row_bytes <= limit
 
 
-def usable(ctx: MergeContext) -> bool:
+def usable(ctx: MergeContext, *, not_matched_by_source: bool = False) -> bool:
     """Whether the broadcast variant applies: eligible, small enough, and the source not known to
     hold duplicate keys (``source_unique`` None: job 1 checks the matches itself)."""
-    return ctx.source_unique is not False and eligible(ctx) and fits(ctx)
+    return (
+        ctx.source_unique is not False
+        and eligible(ctx, not_matched_by_source=not_matched_by_source)
+        and fits(ctx)
+    )
 
 
 class SourceNotUnique(Exception):

@@ -314,10 +314,11 @@ def replace_whole_files(
     adds, cdc = write_all_changes(ctx, changed_only, join_type=changed_rows_join(ctx))
     if deletion_vectors:
         ctx.metrics.numTargetDeletionVectorsRemoved += sum(1 for f in touched.files if f.deletion_vector)
-    return [*_removed_whole(ctx, touched.files), *adds, *cdc]
+    return [*removed_whole(ctx, touched.files), *adds, *cdc]
 
 
-def _removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
+def removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
+    """Remove actions of ``files`` (whole), with their metrics."""
     m = ctx.metrics
     m.numTargetFilesRemoved += len(files)
     m.numTargetBytesRemoved += sum(f.size for f in files)
@@ -329,6 +330,11 @@ def _removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
 
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
+    from deltamerge.merge import uniform_upsert
+
+    replaced = uniform_upsert.try_replace(ctx, candidates, deletion_vectors=False)
+    if replaced is not None:
+        return [*removed_whole(ctx, replaced.touched), *replaced.adds]
     known = every_file_touched(ctx, candidates)
     if known is not None and every_row_changes(ctx):
         return replace_whole_files(ctx, candidates, known, deletion_vectors=False)
@@ -344,7 +350,7 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
             return list(inserts_without_matches(ctx, bool(candidates)))
         adds, cdc = write_all_changes(ctx, touched, join_type=copy_on_write_join(ctx))
         files = touched.files
-    return [*_removed_whole(ctx, files), *adds, *cdc]
+    return [*removed_whole(ctx, files), *adds, *cdc]
 
 
 def inserts_without_matches(ctx: MergeContext, scanned: bool) -> list[AddFile]:

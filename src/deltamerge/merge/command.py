@@ -440,7 +440,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     No pruning with NOT MATCHED BY SOURCE clauses: they act on target rows no source row matches.
     Metrics and the transaction's read set keep the statically skipped candidates.
     """
-    from deltamerge.merge import broadcast
+    from deltamerge.merge import broadcast, uniform_upsert
     from deltamerge.merge.pruning import MIN_FILES, pruning_key, summarize_source_keys
     from deltamerge.spark.session import job_phase
 
@@ -453,7 +453,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     matching = plan.executor != "insertOnly" and bool(candidates)
     # The broadcast variant checks the matches itself (DV mode: job 1's row positions; copy-on-write:
     # the rows its write reads and joins), so the per-key aggregation is not needed up front.
-    later = matching and broadcast.eligible(ctx)
+    later = matching and (broadcast.eligible(ctx) or uniform_upsert.eligible(ctx))
     if not prune and not matching:
         return candidates
     with job_phase(ctx.spark, "MERGE operation - summarizing source keys"):

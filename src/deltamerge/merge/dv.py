@@ -27,6 +27,7 @@ from deltamerge.merge.classic import (
     every_row_changes,
     find_touched_files,
     inserts_without_matches,
+    removed_whole,
     replace_whole_files,
     write_all_changes,
 )
@@ -113,6 +114,9 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     """DV-mode MERGE: returns the commit's file actions."""
     from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
 
+    replaced = uniform_upsert.try_replace(ctx, candidates, deletion_vectors=True)
+    if replaced is not None:
+        return [*removed_whole(ctx, replaced.touched), *replaced.adds]
     known = every_file_touched(ctx, candidates) if every_row_changes(ctx) else None
     if known is not None:
         return replace_whole_files(ctx, candidates, known, deletion_vectors=True)
