@@ -22,8 +22,14 @@ process, median of 10: 1.90 s against the one job's 2.21 s (the two jobs one aft
 
 Only when the output cannot tell the two clauses apart: one unconditional MATCHED UPDATE and one
 unconditional NOT MATCHED INSERT with the same value for every column (no target column read), no
-row tracking (an updated row keeps its row id), no change data feed and no NOT MATCHED BY SOURCE
-clause (``broadcast.usable``).
+row tracking (an updated row keeps its row id), no change data feed (``broadcast.usable``).
+
+``try_replace``: the same two clauses and an unconditional NOT MATCHED BY SOURCE DELETE ("replace
+the target with the source"). Every target row is updated or deleted, so the new table is the
+source rows: the same write, job 1 only counts and checks the matched pairs, and every file with a
+row is removed whole. The Delta-shaped path joins all the target's rows with the source in a full
+outer join instead (5M rows, 500k source rows, interleaved: DV 2.17 s against 3.43 s, copy-on-write
+2.68 s against 4.18 s).
 """
 
 from __future__ import annotations
