@@ -212,7 +212,15 @@ REPLACE = [*UPSERT, ("whenNotMatchedBySourceDelete",)]
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize(
     "shape",
-    ["plain", "partitioned", "existing_dvs", "target_predicate_in_on", "empty_source", "column_mapping"],
+    [
+        "plain",
+        "partitioned",
+        "existing_dvs",
+        "target_predicate_in_on",
+        "partition_predicate_in_on",
+        "empty_source",
+        "column_mapping",
+    ],
 )
 def test_replace_same_as_delta_shaped(spark, tmp_path, monkeypatch, shape, dv):
     """Every target file goes whole and the source rows are the new table: the same rows,
@@ -220,7 +228,8 @@ def test_replace_same_as_delta_shaped(spark, tmp_path, monkeypatch, shape, dv):
 
     def make(path):
         conf = {"delta.columnMapping.mode": "name"} if shape == "column_mapping" else None
-        _target(spark, path, partitioned=shape == "partitioned", configuration=conf, dv=dv)
+        partitioned = shape in ("partitioned", "partition_predicate_in_on")
+        _target(spark, path, partitioned=partitioned, configuration=conf, dv=dv)
         if shape == "existing_dvs":
             DeltaTable.forPath(spark, path).delete("id % 10 = 4")
 
@@ -228,7 +237,8 @@ def test_replace_same_as_delta_shaped(spark, tmp_path, monkeypatch, shape, dv):
     if shape == "empty_source":
         source = source.where("id < 0")
     # A target-only predicate in ON: the target rows it rejects are not matched, so deleted.
-    cond = "t.id = s.id AND t.p <> 1" if shape == "target_predicate_in_on" else "t.id = s.id"
+    # On a partition column it must not prune the partition it rejects: those rows are deleted too.
+    cond = "t.id = s.id AND t.p <> 1" if "predicate_in_on" in shape else "t.id = s.id"
     outcomes, (ours, delta) = _both(spark, tmp_path, monkeypatch, make, source, REPLACE, cond=cond)
     assert outcomes == ["replace"]
     assert ours == delta
