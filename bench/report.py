@@ -184,10 +184,14 @@ OBSERVATIONS: list[str] = [
     "scans of more than 32 files list them on the driver instead of in a Spark listing job.",
     "Insert-only runs as one job (source LEFT ANTI JOIN candidate files, after dynamic file pruning).",
     "Replace target with source (NOT MATCHED BY SOURCE DELETE): the unconditional MATCHED and NOT MATCHED BY "
-    "SOURCE clauses change every row the merge reads, so with a source unique on the join keys and file "
-    "statistics job 1 is skipped and, in both table modes, the files are removed whole while only the updated "
-    "and inserted rows are written (a full outer join that reads only the target's key column; no deletion "
-    "vectors, which would cover every row).",
+    "SOURCE clauses change every row the merge reads, so in both table modes the files are removed whole "
+    "(no deletion vectors, which would cover every row). Since session 38, as UPDATE SET * and INSERT * "
+    "write every column alike, the new table is the source rows: they are written without a join "
+    "(`uniform_upsert.try_replace`) beside a job that joins the target's keys with the broadcast source "
+    "keys only to count and check the matched pairs (interleaved in one process: DV 2.17 s against 3.43 s, "
+    "copy-on-write 2.68 s against 4.18 s). Before, with a source unique on the join keys and file "
+    "statistics, job 1 was skipped and a full outer join of the target's key column with the source wrote "
+    "the updated and inserted rows.",
 ]
 
 
