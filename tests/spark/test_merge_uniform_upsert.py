@@ -21,6 +21,7 @@ from merge_variants import UNIFORM, VARIANTS
 
 DELTA_SHAPED = VARIANTS["delta-shaped"]
 UPSERT = [("whenMatchedUpdateAll",), ("whenNotMatchedInsertAll",)]
+REPLACE = [*UPSERT, ("whenNotMatchedBySourceDelete",)]  # "replace the target with the source"
 DV = {"delta.enableDeletionVectors": "true"}
 
 
@@ -107,7 +108,20 @@ def test_uniform_upsert_with_schema_evolution(spark, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "case",
-    ["condition", "reads_target", "different_values", "delete_clause", "row_tracking", "cdf", "off"],
+    [
+        "condition",
+        "reads_target",
+        "different_values",
+        "delete_clause",
+        "row_tracking",
+        "cdf",
+        "off",
+        # The replace form: NOT MATCHED BY SOURCE clauses that keep target rows, or CDF / off.
+        "nmbs_conditional_delete",
+        "nmbs_update",
+        "replace_cdf",
+        "replace_off",
+    ],
 )
 def test_merges_that_do_not_write_alike_take_another_execution(spark, tmp_path, monkeypatch, case):
     clauses = {
@@ -121,12 +135,17 @@ def test_merges_that_do_not_write_alike_take_another_execution(spark, tmp_path, 
             ("whenNotMatchedInsert", None, {"id": "s.id", "v": "0", "p": "s.p"}),
         ],
         "delete_clause": [("whenMatchedDelete", "s.v < 0"), *UPSERT],
+        "nmbs_conditional_delete": [*UPSERT, ("whenNotMatchedBySourceDelete", "t.v > 2")],
+        "nmbs_update": [*UPSERT, ("whenNotMatchedBySourceUpdate", None, {"v": "-1"})],
+        "replace_cdf": REPLACE,
+        "replace_off": REPLACE,
     }.get(case, UPSERT)
     conf = {
         "row_tracking": {"delta.enableRowTracking": "true"},
         "cdf": {"delta.enableChangeDataFeed": "true"},
+        "replace_cdf": {"delta.enableChangeDataFeed": "true"},
     }.get(case)
-    settings = {UNIFORM: "false"} if case == "off" else {}
+    settings = {UNIFORM: "false"} if case.endswith("off") else {}
     outcomes = _spy_broadcast(monkeypatch)
     with _settings(spark, settings):
         outcomes_, (ours, delta) = _both(
@@ -137,13 +156,16 @@ def test_merges_that_do_not_write_alike_take_another_execution(spark, tmp_path, 
             _source(spark),
             clauses,
         )
-    assert "uniform" not in outcomes_
+    assert "uniform" not in outcomes_ and "replace" not in outcomes_
     assert ours == delta
     del outcomes
 
 
+@pytest.mark.parametrize("clauses", ["upsert", "replace"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_source_row_matching_two_target_rows_falls_back_without_leftovers(spark, tmp_path, monkeypatch, dv):
+def test_source_row_matching_two_target_rows_falls_back_without_leftovers(
+    spark, tmp_path, monkeypatch, dv, clauses
+):
     """Delta updates both target rows: two output rows for one source row, which the join-free
     write cannot give. Another execution runs; the discarded write leaves no file."""
     twins = spark.range(300, 310).selectExpr("id", "CAST(-1 AS INT) AS v", "id % 3 AS p")
@@ -153,21 +175,26 @@ def test_source_row_matching_two_target_rows_falls_back_without_leftovers(spark,
         monkeypatch,
         lambda p: _target(spark, p, extra_rows=twins, dv=dv),
         _source(spark),
-        UPSERT,
+        UPSERT if clauses == "upsert" else REPLACE,
     )
-    assert "uniform" not in outcomes and ("one-job" in outcomes or not dv)
+    assert "uniform" not in outcomes and "replace" not in outcomes
+    assert "one-job" in outcomes or not dv or clauses == "replace"
     assert ours == delta
     assert ours[0][1] == 75 + 3  # ids 300, 304 and 308 are updated twice
 
 
+@pytest.mark.parametrize("clauses", ["upsert", "replace"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_two_source_rows_matching_one_target_row_is_delta_error_and_table_unchanged(spark, tmp_path, dv):
+def test_two_source_rows_matching_one_target_row_is_delta_error_and_table_unchanged(
+    spark, tmp_path, dv, clauses
+):
     path = str(tmp_path / "t")
     _target(spark, path, dv=dv)
     before = _state(spark, path)
     dupes = spark.range(500, 502).selectExpr("id", "CAST(1 AS INT) AS v", "id % 3 AS p")
+    merge = UPSERT if clauses == "upsert" else REPLACE
     with pytest.raises(DeltaMergeError, match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
-        _run(spark, path, _source(spark, extra_rows=dupes), "t.id = s.id", UPSERT)
+        _run(spark, path, _source(spark, extra_rows=dupes), "t.id = s.id", merge)
     assert _state(spark, path) == before
     assert _orphans(path) == []
 
@@ -205,8 +232,6 @@ def test_copy_on_write_guess_that_every_candidate_is_touched(spark, tmp_path, mo
 
 
 # --- "replace the target with the source": the upsert plus WHEN NOT MATCHED BY SOURCE THEN DELETE
-
-REPLACE = [*UPSERT, ("whenNotMatchedBySourceDelete",)]
 
 
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
@@ -248,52 +273,3 @@ def test_replace_same_as_delta_shaped(spark, tmp_path, monkeypatch, shape, dv):
         assert int(ours[3]["numTargetFilesRemoved"]) == 4
     if shape == "empty_source":
         assert ours[0] == (600, 0, 600, 0)
-
-
-@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_replace_source_row_matching_two_target_rows_falls_back(spark, tmp_path, monkeypatch, dv):
-    twins = spark.range(300, 310).selectExpr("id", "CAST(-1 AS INT) AS v", "id % 3 AS p")
-    outcomes, (ours, delta) = _both(
-        spark,
-        tmp_path,
-        monkeypatch,
-        lambda p: _target(spark, p, extra_rows=twins, dv=dv),
-        _source(spark),
-        REPLACE,
-    )
-    assert "replace" not in outcomes
-    assert ours == delta
-    assert ours[0][1] == 75 + 3  # ids 300, 304 and 308 are updated twice
-
-
-@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_replace_two_source_rows_matching_one_target_row_is_delta_error(spark, tmp_path, dv):
-    path = str(tmp_path / "t")
-    _target(spark, path, dv=dv)
-    before = _state(spark, path)
-    dupes = spark.range(500, 502).selectExpr("id", "CAST(1 AS INT) AS v", "id % 3 AS p")
-    with pytest.raises(DeltaMergeError, match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
-        _run(spark, path, _source(spark, extra_rows=dupes), "t.id = s.id", REPLACE)
-    assert _state(spark, path) == before
-    assert _orphans(path) == []
-
-
-@pytest.mark.parametrize("case", ["conditional_delete", "nmbs_update", "cdf", "off"])
-def test_replace_shapes_that_keep_target_rows_take_another_execution(spark, tmp_path, monkeypatch, case):
-    clauses = {
-        "conditional_delete": [*UPSERT, ("whenNotMatchedBySourceDelete", "t.v > 2")],
-        "nmbs_update": [*UPSERT, ("whenNotMatchedBySourceUpdate", None, {"v": "-1"})],
-    }.get(case, REPLACE)
-    conf = {"delta.enableChangeDataFeed": "true"} if case == "cdf" else None
-    settings = {UNIFORM: "false"} if case == "off" else {}
-    with _settings(spark, settings):
-        outcomes, (ours, delta) = _both(
-            spark,
-            tmp_path,
-            monkeypatch,
-            lambda p: _target(spark, p, configuration=conf),
-            _source(spark),
-            clauses,
-        )
-    assert "replace" not in outcomes and "uniform" not in outcomes
-    assert ours == delta
