@@ -199,18 +199,33 @@ def test_two_source_rows_matching_one_target_row_is_delta_error_and_table_unchan
     assert _orphans(path) == []
 
 
+@pytest.mark.parametrize("clauses", ["upsert", "replace"])
+@pytest.mark.parametrize("error", ["cast_overflow", "not_null"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
-def test_write_error_leaves_the_table_unchanged(spark, tmp_path, monkeypatch, dv):
-    """A value that does not fit its column fails the write (beside job 1): Delta's error, no commit,
-    no file left."""
+def test_write_error_leaves_the_table_unchanged(spark, tmp_path, monkeypatch, dv, error, clauses):
+    """A value that does not fit its column, or a NULL for a NOT NULL column, fails the write
+    (beside job 1): Delta's error, no commit, no file left."""
     path = str(tmp_path / "t")
-    _target(spark, path, dv=dv)
+    if error == "not_null":
+        props = " TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')" if dv else ""
+        columns = "id BIGINT, v INT NOT NULL, p BIGINT"
+        deltamerge.sql(spark, f"CREATE TABLE delta.`{path}` ({columns}) USING delta{props}")
+        deltamerge.write(
+            spark.range(0, 600, numPartitions=4).selectExpr("id", "CAST(id % 7 AS INT) AS v", "id % 3 AS p"),
+            path,
+            mode="append",
+        )
+        source = _source(spark).withColumn("v", F.expr("IF(id = 304, NULL, v)"))
+        expected = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+    else:
+        _target(spark, path, dv=dv)
+        source = _source(spark).withColumn("v", F.col("id") * 10_000_000_000)  # BIGINT into INT
+        expected = "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"
     before = _state(spark, path)
     outcomes = _spy_broadcast(monkeypatch)
-    source = _source(spark).withColumn("v", F.col("id") * 10_000_000_000)  # BIGINT into INT
-    with pytest.raises(DeltaMergeError, match="DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"):
-        _run(spark, path, source, "t.id = s.id", UPSERT)
-    assert "uniform" not in outcomes
+    with pytest.raises(DeltaMergeError, match=expected):
+        _run(spark, path, source, "t.id = s.id", UPSERT if clauses == "upsert" else REPLACE)
+    assert "uniform" not in outcomes and "replace" not in outcomes
     assert _state(spark, path) == before
     assert _orphans(path) == []
 
