@@ -773,3 +773,42 @@ def test_streaming_sink(connect_spark, tmp_path):
         deltamerge.unregister_table(spark, "connect_stream_new")
         if location:
             shutil.rmtree(location, ignore_errors=True)
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["upsert", "replace"])
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_join_free_upsert_and_replace(connect_spark, tmp_path, monkeypatch, dv, replace):
+    """``UPDATE SET *`` / ``INSERT *`` (and "replace the target with the source") write the source
+    rows in a thread beside job 1 (merge/uniform_upsert.py): on Connect too."""
+    from deltamerge.merge import uniform_upsert
+
+    spark = connect_spark
+    taken: list[str] = []
+    for name in ("try_write", "try_rewrite", "try_replace"):
+        real = getattr(uniform_upsert, name)
+
+        def spy(*a, real=real, name=name, **k):  # type: ignore[no-untyped-def]
+            out = real(*a, **k)
+            if out is not None:
+                taken.append(name)
+            return out
+
+        monkeypatch.setattr(uniform_upsert, name, spy)
+    path = str(tmp_path / "t")
+    df = spark.range(0, 400, 1, 4).selectExpr("id", "cast(id % 7 as int) as v")
+    deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
+    src = spark.range(300, 500, 2).selectExpr("id", "cast(-id as int) as v")  # 50 matched, 50 new
+    merge = (
+        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+    )  # fmt: skip
+    if replace:
+        merge = merge.whenNotMatchedBySourceDelete()
+    result = tuple(merge.execute().collect()[0])
+    assert taken == ["try_replace" if replace else ("try_write" if dv else "try_rewrite")]
+    assert result == ((450, 50, 350, 50) if replace else (100, 50, 0, 50))
+    expected = {i: -i for i in range(300, 500, 2)}
+    if not replace:
+        expected = {**{i: i % 7 for i in range(400)}, **expected}
+    assert _rows(DeltaTable.forPath(spark, path).toDF()) == sorted(expected.items())
