@@ -1,4 +1,5 @@
-"""DV mode's upsert whose matched and unmatched source rows are written alike (beyond Delta OSS).
+"""An upsert whose matched and unmatched source rows are written alike, in DV mode, copy-on-write
+(``try_rewrite``) and the "replace" form (``try_replace``); beyond Delta OSS.
 
 ``WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *``, the CDC upsert, writes each
 source row the same way whether it matched or not: the UPDATE gives every column the value the
