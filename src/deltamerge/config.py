@@ -207,6 +207,13 @@ class SessionConf:
     BROADCAST_CANDIDATES_MAX_ROWS = Setting(
         "spark.deltamerge.merge.deletionVectors.broadcastCandidatesMaxRows", 65_536, int
     )
+    # deltamerge's own: an insert-only MERGE whose candidate files hold at least this many live rows
+    # (and 3x the source's) finds the matched target keys by streaming them against the broadcast
+    # source instead of shuffling every target key into the anti join (merge/insert_only.py); 0
+    # always does, a negative value never does.
+    INSERT_ONLY_SEMI_JOIN_MIN_ROWS = Setting(
+        "spark.deltamerge.merge.insertOnly.semiJoinMinRows", 1_000_000, int
+    )
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
     SKIP_EMPTY_COMMITS = _session("skipRecordingEmptyCommits", True, parse_bool)

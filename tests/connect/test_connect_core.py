@@ -812,3 +812,39 @@ def test_join_free_upsert_and_replace(connect_spark, tmp_path, monkeypatch, dv, 
     if not replace:
         expected = {**{i: i % 7 for i in range(400)}, **expected}
     assert _rows(DeltaTable.forPath(spark, path).toDF()) == sorted(expected.items())
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_insert_only_semi_join(connect_spark, tmp_path, monkeypatch, dv):
+    """An insert-only merge anti-joins the source with the matched target rows only
+    (merge/insert_only.py ``_target_side``): on Connect too, with the same rows as every row."""
+    from deltamerge.merge import insert_only
+
+    spark = connect_spark
+    seen: list[bool] = []
+    real = insert_only._target_side
+
+    def spy(ctx, files):  # type: ignore[no-untyped-def]
+        df = real(ctx, files)
+        seen.append("JOIN_TYPE_LEFT_SEMI" in str(df._plan.plan(df._session.client)))
+        return df
+
+    monkeypatch.setattr(insert_only, "_target_side", spy)
+    results = []
+    for least in ("0", "-1"):
+        path = str(tmp_path / f"t{least}")
+        df = spark.range(0, 400, 1, 4).selectExpr("id", "cast(id % 7 as int) as v")
+        deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": "true"} if dv else None)
+        src = spark.range(0, 600, 9).selectExpr("id", "cast(-id as int) as v")  # 45 matched, 22 new
+        spark.conf.set("spark.deltamerge.merge.insertOnly.semiJoinMinRows", least)
+        try:
+            cond = "t.id = s.id AND t.v < 6"
+            merge = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), cond)
+            result = tuple(merge.whenNotMatchedInsertAll().execute().collect()[0])
+        finally:
+            spark.conf.unset("spark.deltamerge.merge.insertOnly.semiJoinMinRows")
+        results.append((result, _rows(DeltaTable.forPath(spark, path).toDF())))
+    assert seen == [True, False]
+    assert results[0] == results[1]
+    # 22 new keys, plus the matching keys whose target row has v = 6 (ids 6 mod 7 among multiples of 9).
+    assert results[0][0][3] == 22 + len([i for i in range(0, 400, 9) if i % 7 == 6])

@@ -108,7 +108,13 @@ def eligible(ctx: MergeContext, *, not_matched_by_source: bool = False) -> bool:
     rm = ctx.rm
     if ctx.cdf_enabled or (rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE) and not not_matched_by_source):
         return False
-    if not equi_keys(rm, bounded_only=False):
+    return joinable(ctx)
+
+
+def joinable(ctx: MergeContext) -> bool:
+    """Whether the source can be broadcast into a hash join with the target: an equi-join key in
+    the ON condition, and broadcasting allowed (by deltamerge's limit and by Spark's threshold)."""
+    if not equi_keys(ctx.rm, bounded_only=False):
         return False
     limit = int(setting(ctx.spark, SessionConf.BROADCAST_SOURCE_MAX_BYTES))
     auto = conf_getter(ctx.spark)("spark.sql.autoBroadcastJoinThreshold")

@@ -450,7 +450,11 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
         and not ctx.rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE)
         and bool(setting(ctx.spark, SessionConf.DYNAMIC_FILE_PRUNING))
     )
-    matching = plan.executor != "insertOnly" and bool(candidates)
+    insert_only = plan.executor == "insertOnly"
+    if insert_only and prune and not plan.materialize:
+        ctx.source_repeatable = _repeatable(ctx)
+        prune = ctx.source_repeatable
+    matching = not insert_only and bool(candidates)
     # The broadcast variant checks the matches itself (DV mode: job 1's row positions; copy-on-write:
     # the rows its write reads and joins), so the per-key aggregation is not needed up front.
     later = matching and (broadcast.eligible(ctx) or uniform_upsert.eligible(ctx))
@@ -469,7 +473,8 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
                 candidates,
                 prune=prune,
                 check_unique=check,
-                count_rows=later,
+                # The insert-only semi-join (merge/insert_only.py) needs the count to size its broadcast.
+                count_rows=later or (insert_only and broadcast.joinable(ctx)),
                 key_ranges=key_ranges,
             )
         if summary.note is not None and logger.isEnabledFor(logging.INFO):
@@ -490,6 +495,15 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
             checked = summarize_source_keys(ctx.rm, ctx.source, summary.files, prune=False, check_unique=True)
             ctx.source_unique = checked.unique
     return summary.files
+
+
+def _repeatable(ctx: MergeContext) -> bool:
+    """Whether reading the source again gives the same rows: the rules by which auto mode leaves a
+    source unmaterialized, plus local rows and ranges (no UDF, no non-deterministic operator, no
+    ignored unreadable files)."""
+    from deltamerge.merge.planner import NON_DELTA, NOT_MATERIALIZED_AUTO, source_materialization_reason
+
+    return source_materialization_reason(ctx.spark, ctx.source) in (NOT_MATERIALIZED_AUTO, NON_DELTA)
 
 
 def _summary_from_source_statistics(

@@ -50,6 +50,9 @@ class MergeContext:
     # the broadcast variant's job 1 checks the matches (merge/broadcast.py).
     source_unique: bool | None = False
     source_rows: int | None = None  # counted by the source-key summary, when it ran
+    # Reading the source again gives the same rows (merge/planner.py's rules). Delta reads an
+    # insert-only merge's source once; the summary and the semi-join read it again only when True.
+    source_repeatable: bool = True
     # The fewest source keys a candidate file is expected to match (merge/pruning.py), when known.
     min_expected_matches: float | None = None
     # Row tracking enabled: the materialized (row id, row commit version) column names. Target

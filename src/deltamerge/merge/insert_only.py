@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
+from deltamerge.merge import broadcast
+from deltamerge.merge.analysis import tcol
 from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
 from deltamerge.merge.output import (
@@ -25,7 +28,7 @@ from deltamerge.merge.output import (
     project_output,
     sql_col,
 )
-from deltamerge.spark.session import job_phase
+from deltamerge.spark.session import job_phase, setting
 
 
 def write_only_inserts(
@@ -45,7 +48,7 @@ def write_only_inserts(
         source = source.where(sql_col(inserts[0].condition))
 
     if filter_matched_rows and candidate_files:
-        target = ctx.target(candidate_files)
+        target = _target_side(ctx, candidate_files)
         prepared: DataFrame = source.join(target, on=ctx.condition(), how="left_anti")
     else:
         prepared = source
@@ -72,3 +75,39 @@ def write_only_inserts(
         m.numSourceRowsInSecondScan = n_source
     m.rewriteTimeMs += timed_ms(start)
     return adds
+
+
+def _target_side(ctx: MergeContext, files: Sequence[AddFile]) -> DataFrame:
+    """The target rows the source is anti-joined with: the candidates' rows, or (beyond Delta OSS)
+    only those some source row matches.
+
+    Delta's anti join shuffles every candidate row's keys (and the source). When the candidates are
+    large against a source small enough to broadcast, ``candidates LEFT SEMI JOIN broadcast(source)``
+    streams the target instead and keeps its matched rows (the ON condition's target columns). The
+    anti join against them drops the same source rows for any ON condition: a source row matches a
+    target row only if that row matched some source row. They are broadcast when even every
+    candidate row would fit (``broadcastMatchedMaxBytes``), else both sides shuffle (only matched
+    rows move). It reads the source again, so only a source that gives the same rows twice takes it.
+    5M target rows, 500k source rows, half of them new (bench, raw Spark): 1.69 s against 2.21 s.
+    """
+    target = ctx.target(files)
+    least = int(setting(ctx.spark, SessionConf.INSERT_ONLY_SEMI_JOIN_MIN_ROWS))
+    rows = broadcast.live_rows(files)
+    if (
+        least < 0
+        or rows is None
+        or rows < least
+        or ctx.source_rows is None
+        or rows < 3 * ctx.source_rows
+        or not ctx.source_repeatable
+        or not broadcast.joinable(ctx)
+        or not broadcast.fits(ctx)
+    ):
+        return target
+    columns = ctx.condition_target_columns()
+    fields = ctx.rm.target_schema.fields
+    keys = target.select(*map(tcol, columns))
+    matched = keys.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
+    size = rows * (8 + sum(broadcast.width(fields[i].dataType) for i in columns))
+    fits = size <= int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
+    return F.broadcast(matched) if fits else matched
