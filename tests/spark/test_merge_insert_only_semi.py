@@ -215,3 +215,19 @@ def test_changing_source_key_is_not_inserted(spark, tmp_path):
         res = _run(spark, path, source, "t.id = s.id", INSERT)
     assert res[3] == 0
     assert deltamerge.read(spark, path).count() == 1000
+
+
+def test_source_plan_too_large_to_inspect(spark, tmp_path, monkeypatch):
+    """A source plan beyond the inspection limit is materialized by the classic path (auto mode) and
+    counts as not repeatable here: the insert-only merge reads it once."""
+    from deltamerge.merge import planner
+
+    monkeypatch.setattr(planner, "_MAX_PLAN_NODES", 1)
+    assert planner.source_materialization_reason(spark, _source(spark)) == planner.NON_DELTA
+    seen = _spy(monkeypatch)
+    path = str(tmp_path / "t")
+    _target(spark, path, dv=False)
+    with _settings(spark, {SEMI: "0"}):
+        res = _run(spark, path, _source(spark), "t.id = s.id", INSERT)
+    assert seen == ["plain"]
+    assert res[3] == 33 + 6

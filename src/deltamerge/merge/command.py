@@ -451,8 +451,9 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
         and bool(setting(ctx.spark, SessionConf.DYNAMIC_FILE_PRUNING))
     )
     insert_only = plan.executor == "insertOnly"
-    if insert_only and prune and not plan.materialize:
-        ctx.source_repeatable = _repeatable(ctx)
+    if insert_only and not plan.materialize:
+        # Delta reads this source once; unchecked counts as not repeatable (no semi-join either).
+        ctx.source_repeatable = prune and _repeatable(ctx)
         prune = ctx.source_repeatable
     matching = not insert_only and bool(candidates)
     # The broadcast variant checks the matches itself (DV mode: job 1's row positions; copy-on-write:
@@ -500,10 +501,11 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
 def _repeatable(ctx: MergeContext) -> bool:
     """Whether reading the source again gives the same rows: the rules by which auto mode leaves a
     source unmaterialized, plus local rows and ranges (no UDF, no non-deterministic operator, no
-    ignored unreadable files)."""
+    ignored unreadable files). A plan that could not be inspected is not."""
     from deltamerge.merge.planner import NON_DELTA, NOT_MATERIALIZED_AUTO, source_materialization_reason
 
-    return source_materialization_reason(ctx.spark, ctx.source) in (NOT_MATERIALIZED_AUTO, NON_DELTA)
+    reason = source_materialization_reason(ctx.spark, ctx.source, uninspected="uninspected")
+    return reason in (NOT_MATERIALIZED_AUTO, NON_DELTA)
 
 
 def _summary_from_source_statistics(

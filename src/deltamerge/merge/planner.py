@@ -154,7 +154,7 @@ def _classic_source_reason(source: DataFrame) -> str:
     except Exception:
         return _classic_walk(plan)
     if len(classes) > _MAX_PLAN_NODES:
-        return NON_DELTA
+        raise _Uninspected
     if any(m in name for name in classes for m in _UDF_MARKERS):
         return WITH_UDF
     if any(_is_subquery_expression(name) for name in classes):
@@ -183,7 +183,7 @@ def _classic_walk(plan) -> str:  # type: ignore[no-untyped-def]
         node = stack.pop()
         visited += 1
         if visited > _MAX_PLAN_NODES:
-            return NON_DELTA
+            raise _Uninspected
         children = node.children()
         n_children = children.size()
         for i in range(n_children):
@@ -194,7 +194,7 @@ def _classic_walk(plan) -> str:  # type: ignore[no-untyped-def]
             e = expr_stack.pop()
             visited += 1
             if visited > _MAX_PLAN_NODES:
-                return NON_DELTA
+                raise _Uninspected
             name = e.getClass().getSimpleName()
             if any(m in name for m in _UDF_MARKERS):
                 has_udf = True
@@ -253,7 +253,7 @@ def _connect_source_reason(source: DataFrame) -> str:
         msg = stack.pop()
         visited += 1
         if visited > _MAX_PLAN_NODES * 4:
-            return NON_DELTA
+            raise _Uninspected
         kind = msg.DESCRIPTOR.name
         if kind in (
             "CommonInlineUserDefinedFunction",
@@ -300,7 +300,13 @@ def _connect_source_reason(source: DataFrame) -> str:
     return NON_DELTA if non_delta else NOT_MATERIALIZED_AUTO
 
 
-def source_materialization_reason(spark: SparkSession, source: DataFrame) -> str:
+class _Uninspected(Exception):
+    """The plan is too large to inspect node by node."""
+
+
+def source_materialization_reason(
+    spark: SparkSession, source: DataFrame, *, uninspected: str = NON_DELTA
+) -> str:
     """Auto mode (delta_merge_spec.md §1.7): why ``source`` must be materialized, or
     ``notMaterializedAuto`` when reading it twice gives the same rows.
 
@@ -308,7 +314,8 @@ def source_materialization_reason(spark: SparkSession, source: DataFrame) -> str
     directories (what ``deltamerge.read`` produces: one snapshot's immutable data files), plus the
     literal lookup relations deltamerge's scans attach. Everything Delta materializes stays
     materialized: other file scans, local data, ranges, non-deterministic operators, UDFs,
-    ``ignoreCorruptFiles``/``ignoreMissingFiles``. Any failure to inspect the plan materializes.
+    ``ignoreCorruptFiles``/``ignoreMissingFiles``. A plan that could not be inspected (an error, or
+    too many nodes) gives ``uninspected``: by default it is materialized.
     """
     from deltamerge.spark.session import conf_getter, is_connect
 
@@ -321,7 +328,7 @@ def source_materialization_reason(spark: SparkSession, source: DataFrame) -> str
             return _connect_source_reason(source)
         return _classic_source_reason(source)
     except Exception:
-        return NON_DELTA
+        return uninspected
 
 
 def _materialization(
