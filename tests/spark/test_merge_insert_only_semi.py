@@ -24,7 +24,7 @@ INSERT = [("whenNotMatchedInsertAll",)]
 
 def _target(spark, path, *, dv, extra=None):
     df = spark.range(0, 600, numPartitions=4).selectExpr(
-        "id", "CAST(id % 7 AS INT) AS v", "CAST(id / 10 AS DOUBLE) AS d"
+        "id", "CAST(id % 7 AS INT) AS v", "CAST(id / 10 AS DOUBLE) AS d", "CAST(id AS STRING) AS k"
     )
     if extra is not None:
         df = df.unionByName(extra)
@@ -33,7 +33,7 @@ def _target(spark, path, *, dv, extra=None):
 
 def _source(spark, extra=None):
     df = spark.range(0, 900, 9).selectExpr(
-        "id", "CAST(id * 3 % 11 AS INT) AS v", "CAST(id / 10 AS DOUBLE) AS d"
+        "id", "CAST(id * 3 % 11 AS INT) AS v", "CAST(id / 10 AS DOUBLE) AS d", "CAST(id AS STRING) AS k"
     )
     df = df.unionByName(df.where("id % 45 = 0"))  # duplicates, new and matching
     return df if extra is None else df.unionByName(extra)
@@ -85,6 +85,7 @@ CONDITIONS = {
     "mixed": "t.id = s.id AND t.v < s.v",
     "two_keys": "t.id = s.id AND t.v = s.v",
     "double_key": "t.d = s.d",
+    "string_key": "t.k = s.k",
 }
 
 
@@ -102,9 +103,9 @@ def test_semi_join_same_as_anti_join_of_every_row(spark, tmp_path, monkeypatch, 
 @pytest.mark.parametrize("null_safe", [False, True], ids=["eq", "null_safe"])
 def test_null_and_nan_keys(spark, tmp_path, monkeypatch, null_safe, dv):
     """A NULL key matches nothing with ``=`` and a NULL with ``<=>``; NaN matches NaN in joins."""
-    nulls = "SELECT CAST(NULL AS BIGINT) AS id, 1 AS v, CAST('NaN' AS DOUBLE) AS d"
+    nulls = "SELECT CAST(NULL AS BIGINT) AS id, 1 AS v, CAST('NaN' AS DOUBLE) AS d, CAST(NULL AS STRING) AS k"
     extra_t = spark.sql(nulls)
-    extra_s = spark.sql(f"{nulls} UNION ALL SELECT 5000, 2, CAST('NaN' AS DOUBLE)")
+    extra_s = spark.sql(f"{nulls} UNION ALL SELECT 5000, 2, CAST('NaN' AS DOUBLE), '5000'")
     for cond in (f"t.id {'<=>' if null_safe else '='} s.id", "t.d = s.d"):
         sub = tmp_path / cond.replace(" ", "").replace(".", "").replace("<=>", "ns").replace("=", "eq")
         way, ours, plain = _both(spark, sub, monkeypatch, _source(spark, extra_s), cond, dv=dv, extra=extra_t)
@@ -206,10 +207,13 @@ def test_changing_source_key_is_not_inserted(spark, tmp_path):
 
     path = str(tmp_path / "t")
     target = spark.range(1000).repartitionByRange(10, "id").sortWithinPartitions("id")
-    deltamerge.write(target.selectExpr("id", "0 AS v", "0D AS d"), path)
+    deltamerge.write(target.selectExpr("id", "0 AS v", "0D AS d", "CAST(id AS STRING) AS k"), path)
     pick = F.udf(lambda: random.random(), "double", useArrow=False).asNondeterministic()
     source = spark.range(3).select(
-        (pick() * 1000).cast("long").alias("id"), F.lit(1).alias("v"), F.lit(1.0).alias("d")
+        (pick() * 1000).cast("long").alias("id"),
+        F.lit(1).alias("v"),
+        F.lit(1.0).alias("d"),
+        F.lit("").alias("k"),
     )
     with _settings(spark, {SEMI: "0"}):
         res = _run(spark, path, source, "t.id = s.id", INSERT)
@@ -230,4 +234,27 @@ def test_source_plan_too_large_to_inspect(spark, tmp_path, monkeypatch):
     with _settings(spark, {SEMI: "0"}):
         res = _run(spark, path, _source(spark), "t.id = s.id", INSERT)
     assert seen == ["plain"]
+    assert res[3] == 33 + 6
+
+
+@pytest.mark.parametrize("least", ["0", "1000000"], ids=["possible", "too_few_rows"])
+def test_source_counted_only_for_the_semi_join(spark, tmp_path, monkeypatch, least):
+    """A string key prunes nothing, so the source-key summary would run no job; it counts the
+    source only when the semi-join may follow (the count sizes its broadcast)."""
+    from deltamerge.merge import pruning
+
+    asked: list[bool] = []
+    real = pruning.summarize_source_keys
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        asked.append(bool(k.get("count_rows")))
+        return real(*a, **k)
+
+    monkeypatch.setattr(pruning, "summarize_source_keys", spy)
+    seen = _spy(monkeypatch)
+    path = str(tmp_path / "t")
+    _target(spark, path, dv=False)
+    with _settings(spark, {SEMI: least}):
+        res = _run(spark, path, _source(spark), "t.k = s.k", INSERT)
+    assert (asked, seen) == (([True], ["semi"]) if least == "0" else ([False], ["plain"]))
     assert res[3] == 33 + 6

@@ -441,6 +441,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     Metrics and the transaction's read set keep the statically skipped candidates.
     """
     from deltamerge.merge import broadcast, uniform_upsert
+    from deltamerge.merge.insert_only import semi_join_possible
     from deltamerge.merge.pruning import MIN_FILES, pruning_key, summarize_source_keys
     from deltamerge.spark.session import job_phase
 
@@ -475,7 +476,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
                 prune=prune,
                 check_unique=check,
                 # The insert-only semi-join (merge/insert_only.py) needs the count to size its broadcast.
-                count_rows=later or (insert_only and broadcast.joinable(ctx)),
+                count_rows=later or (insert_only and semi_join_possible(ctx, candidates)),
                 key_ranges=key_ranges,
             )
         if summary.note is not None and logger.isEnabledFor(logging.INFO):

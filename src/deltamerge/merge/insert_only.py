@@ -91,16 +91,12 @@ def _target_side(ctx: MergeContext, files: Sequence[AddFile]) -> DataFrame:
     5M target rows, 500k source rows, half of them new (bench, raw Spark): 1.69 s against 2.21 s.
     """
     target = ctx.target(files)
-    least = int(setting(ctx.spark, SessionConf.INSERT_ONLY_SEMI_JOIN_MIN_ROWS))
     rows = broadcast.live_rows(files)
     if (
-        least < 0
-        or rows is None
-        or rows < least
+        rows is None
+        or not semi_join_possible(ctx, files)
         or ctx.source_rows is None
         or rows < 3 * ctx.source_rows
-        or not ctx.source_repeatable
-        or not broadcast.joinable(ctx)
         or not broadcast.fits(ctx)
     ):
         return target
@@ -111,3 +107,18 @@ def _target_side(ctx: MergeContext, files: Sequence[AddFile]) -> DataFrame:
     size = rows * (8 + sum(broadcast.width(fields[i].dataType) for i in columns))
     fits = size <= int(setting(ctx.spark, SessionConf.BROADCAST_MATCHED_MAX_BYTES))
     return F.broadcast(matched) if fits else matched
+
+
+def semi_join_possible(ctx: MergeContext, files: Sequence[AddFile]) -> bool:
+    """Whether ``_target_side`` may semi-join ``files`` before the source is counted: enough live
+    rows, a repeatable source, an equi-join key and broadcasting allowed (the source-key summary
+    counts the source only then)."""
+    least = int(setting(ctx.spark, SessionConf.INSERT_ONLY_SEMI_JOIN_MIN_ROWS))
+    rows = broadcast.live_rows(files)
+    return (
+        least >= 0
+        and rows is not None
+        and rows >= least
+        and ctx.source_repeatable
+        and broadcast.joinable(ctx)
+    )
