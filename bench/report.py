@@ -198,7 +198,7 @@ OBSERVATIONS: list[str] = [
     "Snapshot load: the checkpoint's file actions stay Arrow columns and AddFile objects are built lazily; "
     "scans of more than 32 files list them on the driver instead of in a Spark listing job.",
     "Insert-only: source LEFT ANTI JOIN the candidate files after dynamic file pruning, as Delta; when the "
-    "candidates hold at least 1M live rows and 3x the source's (a source that fits the broadcast limit and "
+    "candidates hold at least 2M live rows and 3x the source's (a source that fits the broadcast limit and "
     "gives the same rows when read again), the anti join is against the matched target keys only, found by "
     "streaming the candidates through a semi-join with the broadcast source.",
     "Replace target with source (NOT MATCHED BY SOURCE DELETE): the unconditional MATCHED and NOT MATCHED BY "

@@ -209,10 +209,11 @@ class SessionConf:
     )
     # deltamerge's own: an insert-only MERGE whose candidate files hold at least this many live rows
     # (and 3x the source's) finds the matched target keys by streaming them against the broadcast
-    # source instead of shuffling every target key into the anti join (merge/insert_only.py); 0
-    # always does, a negative value never does.
+    # source instead of shuffling every target key into the anti join (merge/insert_only.py); 0 sets
+    # no minimum, a negative value turns it off. At 1M target rows and a 50k-row source the plain
+    # anti join was still faster (0.92 s against 1.00 s), at 5M the semi-join (1.14 s against 1.29 s).
     INSERT_ONLY_SEMI_JOIN_MIN_ROWS = Setting(
-        "spark.deltamerge.merge.insertOnly.semiJoinMinRows", 1_000_000, int
+        "spark.deltamerge.merge.insertOnly.semiJoinMinRows", 2_000_000, int
     )
     STATS_SKIPPING = _session("stats.skipping", True, parse_bool)
     STATS_COLLECT = _session("stats.collect", True, parse_bool)
