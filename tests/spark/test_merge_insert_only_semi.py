@@ -59,7 +59,8 @@ def _spy(monkeypatch):
 def _both(
     spark, tmp_path, monkeypatch, source, cond, clauses=INSERT, *, dv, prepare=None, extra=None, conf=None
 ):
-    """(what the default merge anti-joined with, its result and state, the plain merge's)."""
+    """(what the merge anti-joined with when the semi-join may run, its result and state, the plain
+    merge's)."""
     seen = _spy(monkeypatch)
     results, ways = [], []
     for name, semi in (("semi", "0"), ("plain", "-1")):
