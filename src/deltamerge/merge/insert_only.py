@@ -2,7 +2,9 @@
 
 Used for true insert-only merges (``filter_matched_rows=True``: source LEFT ANTI JOIN the
 data-skipped target, so duplicate matches are irrelevant) and by the classic path when no target
-file was touched (``filter_matched_rows=False``: every source row is unmatched).
+file was touched (``filter_matched_rows=False``: every source row is unmatched). On large
+candidates the anti join is against the target rows some source row matches, found by a semi-join
+with the broadcast source (``_target_side``), instead of every candidate row.
 """
 
 from __future__ import annotations
