@@ -148,11 +148,25 @@ def test_insert_conditions_and_several_clauses(spark, tmp_path, monkeypatch):
     assert ours == plain
 
 
-def test_matched_rows_too_large_to_broadcast_are_shuffled(spark, tmp_path, monkeypatch):
-    way, ours, plain = _both(
-        spark, tmp_path, monkeypatch, _source(spark), "t.id = s.id", dv=True, conf={MATCHED_MAX: "0"}
-    )
+@pytest.mark.parametrize("limit", [None, "0"], ids=["broadcast", "too_large"])
+def test_matched_rows_broadcast_within_the_limit(spark, tmp_path, monkeypatch, limit):
+    """The matched rows are broadcast when even every candidate row would fit
+    ``broadcastMatchedMaxBytes``, else shuffled with the source; the rows are the same."""
+    from deltamerge.merge import insert_only
+
+    hinted: list[bool] = []
+    real = insert_only._target_side
+
+    def spy(ctx, files):  # type: ignore[no-untyped-def]
+        df = real(ctx, files)
+        hinted.append(df._jdf.queryExecution().analyzed().getClass().getSimpleName() == "ResolvedHint")
+        return df
+
+    monkeypatch.setattr(insert_only, "_target_side", spy)
+    conf = {} if limit is None else {MATCHED_MAX: limit}
+    way, ours, plain = _both(spark, tmp_path, monkeypatch, _source(spark), "t.id = s.id", dv=True, conf=conf)
     assert way == ["semi"]
+    assert hinted == [limit is None, False]  # the second merge is the plain anti join
     assert ours == plain
 
 
