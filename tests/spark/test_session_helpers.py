@@ -62,6 +62,24 @@ def test_observed_text_reads_a_joined_list(spark):
     assert session.observed_text(empty) == ""
 
 
+def test_listed_metric_reads_back_as_text(spark):
+    """``listed_metric`` observes the bare list on a classic session (no ``array_join`` in the
+    query) and ``observed_text`` joins it on the JVM: the same text as the joined list; a list of
+    nothing gives an empty string, a NULL list None."""
+    obs, empty = Observation("listed_all"), Observation("listed_none")
+    metric = session.listed_metric(spark, "CASE WHEN id % 3 <> 0 THEN id * 2 END", "v")
+    assert "array_join" not in str(metric)
+    df = spark.range(20_000).observe(obs, metric)
+    df = df.observe(empty, session.listed_metric(spark, "CASE WHEN id < 0 THEN id END", "v"))
+    df.write.format("noop").mode("overwrite").save()
+    text = session.observed_text(obs)
+    assert text is not None and [int(v) for v in text.split(",")] == [i * 2 for i in range(20_000) if i % 3]
+    assert session.observed_text(empty) == ""
+    nothing = Observation("listed_null")
+    spark.range(3).observe(nothing, F.expr("CAST(NULL AS ARRAY<BIGINT>) AS v"), F.count("id")).collect()
+    assert session.observed_text(nothing) is None
+
+
 def test_entry_points_build_plans_without_recording_call_sites(spark, tmp_path, monkeypatch):
     """PySpark records the Python call site of every Column function (five py4j round trips each on
     a classic session). deltamerge's write, merge, delete, update and read turn that off while they

@@ -75,6 +75,7 @@ from deltamerge.spark.scan import (
 from deltamerge.spark.session import (
     is_connect,
     job_phase,
+    listed_metric,
     observed_text,
     setting,
     temporary_settings,
@@ -208,7 +209,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     number = f"{tp} + CAST({changes_target_row_sql(rm)} AS BIGINT)"
     positions = Observation(f"oneJobPositions_{time.monotonic_ns()}_{threading.get_ident()}")
     joined = joined.observe(
-        positions, F.expr(f"array_join(collect_list(CASE WHEN {tp} IS NOT NULL THEN {number} END), ',')")
+        positions, listed_metric(ctx.spark, f"CASE WHEN {tp} IS NOT NULL THEN {number} END", "positions")
     )
     # Only updated and inserted rows are written: the rest stays behind the new deletion vectors.
     joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")

@@ -54,7 +54,7 @@ from deltamerge.merge.output import (
     touch_sql,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, FileIndex, file_index
-from deltamerge.spark.session import observed_text, observed_values, setting
+from deltamerge.spark.session import listed_metric, observed_text, observed_values, setting
 from deltamerge.spark.types import quote_name, sql_string
 
 
@@ -159,7 +159,7 @@ def _facts(
             tagged = f"CASE WHEN {sp} IS NOT NULL AND {ordinal} > 0 THEN {tag} + {position} END"
             aggs.append(F.expr(f"count(CASE WHEN {sp} IS NOT NULL AND {ordinal} = 0 THEN 1 END) AS untagged"))
             text = Observation(f"singlePassTagged_{time.monotonic_ns()}_{threading.get_ident()}")
-            joined = joined.observe(text, F.expr(f"array_join(collect_list({tagged}), ',') AS tagged"))
+            joined = joined.observe(text, listed_metric(joined.sparkSession, tagged, "tagged"))
         else:
             matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
             aggs.append(F.expr(f"collect_list({matched}) AS positions"))
