@@ -86,7 +86,7 @@ def _source_ids(spark: SparkSession, rows: int, updates: int, n_target: int, lo:
 
 def source_frame(spark: SparkSession, kind: str, scale: Scale) -> DataFrame:
     n = scale.target_rows
-    if kind == "upsert_spread":
+    if kind in ("upsert_spread", "cdc"):
         ids = _source_ids(spark, scale.source_rows, int(scale.source_rows * 0.8), n)
     elif kind == "upsert_one_file":
         per_file = n // scale.target_files
@@ -109,6 +109,9 @@ def source_frame(spark: SparkSession, kind: str, scale: Scale) -> DataFrame:
     cols = row_columns(F.col("sid"), 100, n)
     if kind == "partitioned":
         cols.append(day_column(F.least(F.col("sid"), F.lit(n - 1)), n))
+    if kind == "cdc":
+        # A change feed's operation: one row in ten a delete (of an existing or an unknown key).
+        cols.append(F.when(_h(F.col("sid"), 200) % 10 == 0, F.lit("D")).otherwise(F.lit("U")).alias("op"))
     return ids.select(*cols)
 
 
@@ -160,7 +163,7 @@ def prepare(spark: SparkSession, root: str, scale: Scale, needed: set[str] | Non
                 dv=dv,
             )
             paths[name] = path
-    for kind in ("upsert_spread", "upsert_one_file", "insert_only", "replace", "partitioned", "dv_1pct"):
+    for kind in ("upsert_spread", "upsert_one_file", "insert_only", "replace", "partitioned", "dv_1pct", "cdc"):
         path = os.path.join(base, f"source_{kind}")
         if needed is not None and f"source_{kind}" not in needed:
             continue

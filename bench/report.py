@@ -404,6 +404,12 @@ def write_report(report: dict, path: str) -> None:
                   f"{_fmt_bytes(m['peak_rss_py'])} / {rss_jvm} | {_fmt_bytes(m['read_bytes'])} / {_fmt_bytes(m['write_bytes'])} | "
                   f"{fr} | {m['files_written']} ({_fmt_bytes(m['bytes_written'])}) | {ratio_f} | {ratio_r} |")
         w("")
+        # A scenario added to a saved run carries where its own runs come from.
+        for s in entry["scenarios"]:
+            if s.get("note"):
+                w(f"- {s['scenario']['title']} ({'DV' if s['scenario']['dv'] else 'CoW'}): {s['note']}")
+        if any(s.get("note") for s in entry["scenarios"]):
+            w("")
         w("deltamerge phases (median run, from the commit's operationMetrics) and machine load:")
         w("")
         w("| scenario | total s | materialize source ms | scan (job 1) ms | rewrite (job 2) ms | execution ms | files added / removed | touched (floor reads) | load avg before → after |")

@@ -31,7 +31,7 @@ class Scenario:
     name: str
     title: str
     source: str  # source table kind (data.source_frame)
-    clauses: str  # "upsert" | "insert" | "replace"
+    clauses: str  # "upsert" | "insert" | "replace" | "cdc"
     condition: str
     partitioned: bool = False
     dv: bool = False
@@ -63,7 +63,7 @@ class Scenario:
         if self.clauses == "insert":
             return "left_anti"
         if self.dv:
-            return "left" if self.clauses == "upsert" else "full"
+            return "left" if self.clauses in ("upsert", "cdc") else "full"
         return "full"
 
 
@@ -75,7 +75,12 @@ BASE = [
     Scenario("insert_only", "insert-only dedup (half new)", "insert_only", "insert", "t.id = s.id"),
     Scenario("replace", "replace target with source (NOT MATCHED BY SOURCE DELETE)", "replace", "replace", "t.id = s.id"),
     Scenario("partitioned", "partitioned target, partition predicate in ON", "partitioned", "upsert", PART_COND, partitioned=True),
+    # The general path: clauses that an op column picks, so no shortcut for "UPDATE SET * / INSERT *".
+    Scenario("cdc", "CDC: delete / update / insert by an op column (10% deletes)", "cdc", "cdc", "t.id = s.id"),
 ]
+
+CDC_DELETE = "s.op = 'D'"
+CDC_INSERT = "s.op <> 'D'"
 
 
 def all_scenarios(names: list[str] | None = None) -> list[Scenario]:
@@ -96,6 +101,9 @@ def _builder(spark: SparkSession, table: str, source: str, sc: Scenario):  # typ
 
     src = deltamerge.read(spark, source).alias("s")
     m = DeltaTable.forPath(spark, table).alias("t").merge(src, sc.condition)
+    if sc.clauses == "cdc":
+        values = {c: f"s.{c}" for c in sc.columns}
+        return m.whenMatchedDelete(CDC_DELETE).whenMatchedUpdate(set=values).whenNotMatchedInsert(CDC_INSERT, values)
     if sc.clauses in ("upsert", "replace"):
         m = m.whenMatchedUpdateAll()
     m = m.whenNotMatchedInsertAll()
@@ -174,6 +182,10 @@ def run_delta_rs(table: str, source: str, sc: Scenario) -> dict:
 
     src = DeltaTable(source).to_pyarrow_table()
     m = DeltaTable(table).merge(src, sc.condition, source_alias="s", target_alias="t")
+    if sc.clauses == "cdc":
+        values = {c: f"s.{c}" for c in sc.columns}
+        m = m.when_matched_delete(CDC_DELETE).when_matched_update(values).when_not_matched_insert(values, CDC_INSERT)
+        return m.execute()
     if sc.clauses in ("upsert", "replace"):
         m = m.when_matched_update_all()
     m = m.when_not_matched_insert_all()
@@ -235,6 +247,9 @@ def run_floor(spark: SparkSession, table: str, files: list[str], source: str, sc
         if sc.clauses == "replace":
             # matched -> update, source only -> insert, target only -> delete: the source rows.
             joined = joined.where(sp)
+        if sc.clauses == "cdc":
+            # A delete writes nothing, matched or not; every other source row is written.
+            joined = joined.where(~(sp & (F.col("s.op") == "D")))
         # copy-on-write: matched -> source values, target only -> copied; DV mode: only changed rows.
         result = joined.select(*[F.when(sp, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c) for c in cols])
     writer = (result.repartition(sc.partition_col) if sc.partitioned else result).write.mode("overwrite")
