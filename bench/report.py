@@ -210,6 +210,19 @@ OBSERVATIONS: list[str] = [
     "copy-on-write 2.68 s against 4.18 s). Before, with a source unique on the join keys and file "
     "statistics, job 1 was skipped and a full outer join of the target's key column with the source wrote "
     "the updated and inserted rows.",
+    "CDC (session 40): the scenarios above are upserts whose UPDATE SET * and INSERT * write alike, which "
+    "lets deltamerge write the source rows without a join. A change feed's clauses (MATCHED AND op = 'D' "
+    "DELETE, MATCHED UPDATE, NOT MATCHED AND op <> 'D' INSERT) take the general path: DV mode's one job "
+    "(the candidates semi-joined with the broadcast source, the 400k matched rows broadcast into source LEFT "
+    "JOIN them, their positions observed), copy-on-write's two jobs (the matched rows found and cached, "
+    "then touched files LEFT JOIN the broadcast source plus the unmatched source rows). Each Spark job runs "
+    "close to the floor's work; the gap is their sequence. A trace of the copy-on-write merge: job 1 0.8 s, "
+    "the rewrite 3.7 s, and ~1.1 s between jobs (building the 500k-row source broadcast twice, ~0.25 s "
+    "each, planning, caching the matches). Tried and dropped: the full outer join over every candidate "
+    "without job 1 (7.30 s against 7.40 s, interleaved median of 8) and the single pass with only the "
+    "matched keys semi-joined (6.77 s against 6.74 s): both still scan the keys before the rewrite. "
+    "Observing the 400k positions cost ~0.4 s of the DV merge: they are now observed as a bare list and "
+    "joined on the JVM (3.08 s against 3.17 s, interleaved median of 16).",
 ]
 
 
