@@ -19,6 +19,10 @@ enough to broadcast, the same rows come from two joins that stream the target in
   files' statistics) discards the written files and takes the Delta-shaped path. Collecting row
   positions in job 1 instead would cost more than the write's free counters.
 
+In copy-on-write mode, when the source-key summary expects every candidate to be touched, job 2's
+rewrite of the candidates runs beside job 1 and only the NOT MATCHED rows wait for it
+(``rewrite_beside_matches``).
+
 Not used with NOT MATCHED BY SOURCE clauses or the change data feed; those take the Delta-shaped
 path in ``classic.py``.
 """
@@ -30,7 +34,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from pyspark import StorageLevel
+from pyspark import InheritableThread, StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -312,6 +316,123 @@ def undo_writes(ctx: MergeContext, mark: tuple[int, int, int, int]) -> None:
     m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = mark[1:]
 
 
+class Background:
+    """``fn(ctx)`` in a thread that inherits the caller's Spark job properties (and, on Spark
+    Connect, its tags), so that cancelling the caller's job group cancels the write too."""
+
+    def __init__(self, ctx: MergeContext, fn: Callable[[MergeContext], list[AddFile]]) -> None:
+        self._value: list[AddFile] | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = fn(ctx)
+            except BaseException as e:  # handed to the caller by result()
+                self._error = e
+
+        self._thread = InheritableThread(run, session=ctx.spark)
+        self._thread.daemon = True
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the write to end."""
+        self._thread.join()
+
+    def result(self) -> list[AddFile]:
+        """The write's files, or its error raised here."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+def _rewritten_rows(ctx: MergeContext, target: DataFrame) -> DataFrame:
+    """Copy-on-write: every row of ``target`` (the files being rewritten) as the table's row,
+    updated, copied or deleted (``target LEFT JOIN broadcast(source)``), with its action code."""
+    rm = ctx.rm
+    source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
+    rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
+    rewritten = rewritten.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
+    outs = output_exprs(rm, has_target=True, tracking=ctx.row_tracking)
+    return rewritten.selectExpr(*outs, quote_name(ACTION))
+
+
+def _inserted_rows(ctx: MergeContext, matched: DataFrame) -> DataFrame:
+    """The NOT MATCHED rows (``_unmatched_source``) as the table's rows, with their action code."""
+    outs = output_exprs(ctx.rm, has_target=False, tracking=ctx.row_tracking)
+    return _unmatched_source(ctx, matched).selectExpr(*outs, quote_name(ACTION))
+
+
+def _counted_write(ctx: MergeContext, out: DataFrame, phase: str) -> tuple[list[AddFile], dict[str, int]]:
+    """Write ``out`` (rows with their action code) and return the files and the clause counters."""
+    out, get_counts = observed_metrics(out, counter_columns(ctx.rm), "mergeCounts")
+    adds = write_output(ctx, out, phase)
+    return adds, get_counts(lambda: count_actions(out, ctx.rm))
+
+
+def rewrite_beside_matches(
+    ctx: MergeContext, candidates: Sequence[AddFile]
+) -> tuple[list[AddFile], list[AddFile]] | tuple[list[AddFile], DataFrame]:
+    """Copy-on-write when every candidate is expected to be touched (the caller's guess, from the
+    source-key summary): the candidates' rewrite (updated, deleted and copied rows,
+    ``candidates LEFT JOIN broadcast(source)``) runs beside job 1 instead of after it, as
+    ``uniform_upsert.try_rewrite`` does; the NOT MATCHED rows are written after job 1, from its
+    cached matched keys, in a second, small write. The rewrite needs nothing from job 1; each job
+    fills the other's idle moments (planning, broadcasts, a last task). CDC merge into 5M rows
+    (bench ``cdc``), interleaved in one process: 5.97 s against 6.59 s.
+
+    Returns ``(touched files, new files)`` when every candidate was touched. Otherwise what the
+    rewrite wrote is deleted and job 1's ``(touched files, matched rows)`` come back for the
+    two-job variant's job 2. Raises ``SourceNotUnique`` (nothing left behind) when a target row
+    matched twice: the left join then yields more rows than the candidates hold.
+    """
+    m = ctx.metrics
+    start = time.monotonic()
+    rm = ctx.rm
+    known = live_rows(candidates)
+    assert known is not None  # the caller's guess needs every candidate's row count
+    rewrite_counts: dict[str, int] = {}
+
+    def rewrite(c: MergeContext) -> list[AddFile]:
+        target = c.target(candidates).selectExpr("*", f"true AS {TARGET_PRESENT}")
+        phase = f"MERGE operation - Rewriting {len(candidates)} files"
+        with undone_on_error(c):
+            adds, counts = _counted_write(c, _rewritten_rows(c, target), phase)
+        rewrite_counts.update(counts)
+        return adds
+
+    with undone_on_error(ctx):
+        mark = write_mark(ctx)
+        writing = Background(ctx, rewrite)
+        try:
+            touched, _, matched = find_matches(ctx, candidates, deletion_vectors=False)
+        finally:
+            writing.join()  # before anything it wrote may be deleted
+        if len(touched) != len(candidates):
+            with contextlib.suppress(Exception):
+                writing.result()  # on an error its own undone_on_error deleted its files
+            undo_writes(ctx, mark)
+            return touched, matched
+        try:
+            adds = writing.result()
+            if ctx.source_unique is None and target_side_rows(rm, rewrite_counts) > known:
+                raise SourceNotUnique()
+            counts = dict(rewrite_counts)
+            if rm.of_kind(ClauseKind.NOT_MATCHED):
+                phase = "MERGE operation - writing inserted rows"
+                more, inserted = _counted_write(ctx, _inserted_rows(ctx, matched), phase)
+                adds = [*adds, *more]
+                counts = {k: counts.get(k, 0) + inserted.get(k, 0) for k in {*counts, *inserted}}
+        finally:
+            matched.unpersist()
+    m.add_clause_counts(rm, counts)
+    m.numSourceRowsInSecondScan = m.numSourceRows
+    m.use_second_scan_source_rows = False
+    m.rewriteTimeMs += timed_ms(start)
+    return touched, adds
+
+
 def write_output(ctx: MergeContext, out: DataFrame, phase: str) -> list[AddFile]:
     """Write the variant's output rows (with their action code). Every join in it is a broadcast,
     so AQE has nothing to re-plan; partitioned tables shuffle before the write and keep it, and so
@@ -347,7 +468,6 @@ def write_changes(
         values = [f"{_VALUE}{j} AS {quote_name(n)}" for j, n in enumerate(final_names)]
         parts.append(changed.selectExpr(*values, ACTION))
     else:
-        source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
         target = ctx.target(touched).selectExpr("*", f"true AS {TARGET_PRESENT}")
         if verify:
             known = live_rows(touched)
@@ -355,16 +475,9 @@ def write_changes(
                 target, target_rows = observed_count(target, "targetRows")
             else:
                 target_rows = lambda: known  # noqa: E731
-        rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
-        rewritten = rewritten.selectExpr(
-            "*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}"
-        )
-        outs = output_exprs(rm, has_target=True, tracking=ctx.row_tracking)
-        parts.append(rewritten.selectExpr(*outs, quote_name(ACTION)))
+        parts.append(_rewritten_rows(ctx, target))
     if inserting:
-        unmatched = _unmatched_source(ctx, matched)
-        outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
-        parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
+        parts.append(_inserted_rows(ctx, matched))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

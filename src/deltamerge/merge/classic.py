@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
@@ -258,7 +259,23 @@ def _broadcast_variant(
         done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
     if done is not None:
         return done.touched, done.adds
-    found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
+    if (
+        candidates
+        and broadcast.usable(ctx)
+        and single_pass.expects_every_file_touched(ctx)
+        and broadcast.live_rows(candidates) is not None
+    ):
+        # Every candidate expected touched: the rewrite runs beside job 1.
+        try:
+            files, rest = broadcast.rewrite_beside_matches(ctx, candidates)
+        except broadcast.SourceNotUnique:
+            ctx.source_unique = False
+            return None
+        if not isinstance(rest, DataFrame):
+            return files, rest
+        found: tuple[list[AddFile], object, DataFrame] | None = (files, None, rest)
+    else:
+        found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
     if found is None:
         return None
     files, _, matched = found

@@ -1,0 +1,134 @@
+"""Copy-on-write's two-job variant with the rewrite beside job 1 (``broadcast.rewrite_beside_matches``):
+when the source-key summary expects every candidate file to be touched, the candidates' rewrite
+(updated, deleted and copied rows) runs while job 1 finds the matches, and the NOT MATCHED rows are
+written after it. Same table, counters and history as the Delta-shaped path; a wrong guess leaves
+no file of the discarded rewrite behind and job 2 runs over the touched files."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+from test_merge_one_job import _state
+from test_merge_pruning import _run, _settings
+from test_merge_uniform_upsert import _orphans
+
+import deltamerge
+from deltamerge.errors import DeltaMergeError
+from merge_variants import EXPECTED, SINGLE_PASS, UNIFORM, VARIANTS
+
+# The guess made on any candidate a source key may match, and the single pass kept off (it would
+# take merges without NOT MATCHED clauses, and few candidate rows).
+BESIDE = {SINGLE_PASS: "1", EXPECTED: "1e-9", UNIFORM: "false"}
+VALUES = {"id": "s.id", "v": "s.v", "op": "s.op"}
+CDC = [
+    ("whenMatchedDelete", "s.op = 'D'"),
+    ("whenMatchedUpdate", None, VALUES),
+    ("whenNotMatchedInsert", "s.op <> 'D'", VALUES),
+]
+
+
+def _target(spark, path, extra=None):
+    df = spark.range(0, 400, numPartitions=4).selectExpr("id", "CAST(id % 7 AS INT) AS v", "'I' AS op")
+    deltamerge.write(df if extra is None else df.unionByName(extra), path)
+
+
+def _source(spark, lo=0, hi=600, step=3):
+    op = F.when(F.col("id") % 5 == 0, F.lit("D")).otherwise(F.lit("U"))
+    return spark.range(lo, hi, step).select("id", (F.col("id") * 3).cast("int").alias("v"), op.alias("op"))
+
+
+def _spy(monkeypatch):
+    """Record ``beside`` (the rewrite beside job 1 committed), ``back`` (it handed job 1's answer
+    back: not every candidate was touched) and ``written`` (the two-job variant's job 2)."""
+    from deltamerge.merge import broadcast
+
+    seen: list[str] = []
+    real_beside, real_write = broadcast.rewrite_beside_matches, broadcast.write_changes
+
+    def beside(*a, **k):  # type: ignore[no-untyped-def]
+        out = real_beside(*a, **k)
+        seen.append("beside" if isinstance(out[1], list) else "back")
+        return out
+
+    def write(*a, **k):  # type: ignore[no-untyped-def]
+        seen.append("written")
+        return real_write(*a, **k)
+
+    monkeypatch.setattr(broadcast, "rewrite_beside_matches", beside)
+    monkeypatch.setattr(broadcast, "write_changes", write)
+    return seen
+
+
+def _compare(spark, tmp_path, monkeypatch, source, clauses, make=_target):
+    """(what ran, (ours, the Delta-shaped path's)): result, rows, DVs and history metrics."""
+    seen = _spy(monkeypatch)
+    results, ran = [], []
+    for name, conf in (("beside", BESIDE), ("delta-shaped", VARIANTS["delta-shaped"])):
+        path = str(tmp_path / name)
+        make(spark, path)
+        seen.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, source, "t.id = s.id", clauses)
+        ran.append(list(seen))
+        results.append((res, *_state(spark, path)))
+        assert _orphans(path) == []
+    return ran[0], results
+
+
+@pytest.mark.parametrize(
+    "clauses",
+    [
+        CDC,
+        [("whenMatchedUpdate", "t.v < 4", {"v": "s.v + t.v"}), ("whenNotMatchedInsert", None, VALUES)],
+        [("whenMatchedDelete", None), ("whenNotMatchedInsert", "s.id % 2 = 0", VALUES)],
+    ],
+    ids=["cdc", "conditional_update", "delete_insert"],
+)
+def test_every_file_touched_same_as_delta_shaped(spark, tmp_path, monkeypatch, clauses):
+    ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, _source(spark), clauses)
+    assert ran == ["beside"]
+    assert ours == delta
+    assert ours[0][1] + ours[0][2] + ours[0][3] > 0
+
+
+def test_wrong_guess_hands_over_to_job_2(spark, tmp_path, monkeypatch):
+    """Even target keys; source keys that match in the first file only, and odd keys within the
+    other files' ranges (so the summary keeps them): those candidates are not touched, so the
+    rewrite (which copied them too) is deleted and job 2 rewrites the touched file."""
+
+    def make(spark, path):
+        df = spark.range(0, 400, numPartitions=4).selectExpr(
+            "id * 2 AS id", "CAST(id % 7 AS INT) AS v", "'I' AS op"
+        )
+        deltamerge.write(df, path)
+
+    odd = spark.createDataFrame([(i, 1, "U") for i in (251, 403, 605, 799)], "id long, v int, op string")
+    source = _source(spark, 0, 90, 3).unionByName(odd)
+    ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, source, CDC, make)
+    assert ran == ["back", "written"]
+    assert ours == delta
+    assert ours[3]["numTargetFilesRemoved"] == "1"
+
+
+def test_target_rows_sharing_a_key(spark, tmp_path, monkeypatch):
+    """A source row matching two target rows updates both (Delta's rule), here too."""
+
+    def make(spark, path):
+        _target(spark, path, spark.range(0, 400, 50).selectExpr("id", "-1 AS v", "'X' AS op"))
+
+    ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, _source(spark), CDC, make)
+    assert ran == ["beside"]
+    assert ours == delta
+
+
+def test_duplicate_source_keys_raise_as_delta(spark, tmp_path, monkeypatch):
+    """Two source rows matching one target row: the summary finds the source not unique, the
+    Delta-shaped path reports it, and the table is as it was (no file left behind)."""
+    path = str(tmp_path / "t")
+    _target(spark, path)
+    before = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+    source = _source(spark).unionByName(_source(spark, 30, 33, 3))
+    with _settings(spark, BESIDE), pytest.raises(DeltaMergeError, match="MULTIPLE_SOURCE_ROW_MATCHING"):
+        _run(spark, path, source, "t.id = s.id", CDC)
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == before
+    assert _orphans(path) == []
