@@ -110,6 +110,34 @@ def test_wrong_guess_hands_over_to_job_2(spark, tmp_path, monkeypatch):
     assert ours[3]["numTargetFilesRemoved"] == "1"
 
 
+def test_partitioned_target(spark, tmp_path, monkeypatch):
+    """Rewritten and inserted rows land in the same partitions from two writes: the partitions
+    added to (a metric of Delta's that the commit does not carry) are counted once, as the
+    Delta-shaped path's one write counts them."""
+    from deltamerge.merge import metrics
+
+    added: list[int] = []
+    real = metrics.MergeMetrics.to_operation_metrics
+
+    def record(self):  # type: ignore[no-untyped-def]
+        added.append(self.numTargetPartitionsAddedTo)
+        return real(self)
+
+    monkeypatch.setattr(metrics.MergeMetrics, "to_operation_metrics", record)
+
+    def make(spark, path):
+        df = spark.range(0, 400, numPartitions=4).selectExpr("id", "CAST(id % 7 AS INT) AS v", "'I' AS op")
+        deltamerge.write(df.withColumn("p", F.col("id") % 3), path, partition_by=["p"])
+
+    source = _source(spark, 0, 600, 2).withColumn("p", F.col("id") % 3)
+    values = {**VALUES, "p": "s.p"}
+    clauses = [CDC[0], ("whenMatchedUpdate", None, values), ("whenNotMatchedInsert", "s.op <> 'D'", values)]
+    ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, source, clauses, make)
+    assert ran == ["beside"]
+    assert ours == delta
+    assert added == [3, 3]
+
+
 def test_target_rows_sharing_a_key(spark, tmp_path, monkeypatch):
     """A source row matching two target rows updates both (Delta's rule), here too."""
 

@@ -424,6 +424,9 @@ def rewrite_beside_matches(
                 more, inserted = _counted_write(ctx, _inserted_rows(ctx, matched), phase)
                 adds = [*adds, *more]
                 counts = {k: counts.get(k, 0) + inserted.get(k, 0) for k in {*counts, *inserted}}
+                if ctx.partition_columns:  # each write counted its partitions: count them once
+                    values = {tuple(sorted(a.partition_values.items())) for a in adds}
+                    m.numTargetPartitionsAddedTo = mark[3] + len(values)
         finally:
             matched.unpersist()
     m.add_clause_counts(rm, counts)
