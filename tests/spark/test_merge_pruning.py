@@ -518,7 +518,9 @@ def _spy_broadcast(monkeypatch):
     candidates, or either could not trust its output), ``matched`` / ``written`` (the two jobs
     completed), ``fallback`` (a target row matched twice: SourceNotUnique), ``uniform`` (DV mode's
     upsert written without a join, merge/uniform_upsert.py, completed), ``replace`` (its form
-    with an unconditional NOT MATCHED BY SOURCE DELETE, completed)."""
+    with an unconditional NOT MATCHED BY SOURCE DELETE, completed), ``beside`` (copy-on-write's
+    rewrite beside job 1 returned: after ``matched``, and before ``written`` when not every
+    candidate was touched)."""
     from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
 
     outcomes: list[str] = []
@@ -544,6 +546,7 @@ def _spy_broadcast(monkeypatch):
     spy_on(one_job, "_write", "one-job")
     spy_on(broadcast, "find_matches", "matched")
     spy_on(broadcast, "write_changes", "written")
+    spy_on(broadcast, "rewrite_beside_matches", "beside")
     for name in ("try_write", "try_rewrite", "try_replace"):
         real_uniform = getattr(uniform_upsert, name)
 
@@ -950,7 +953,8 @@ def _history_metrics(spark, path):
 def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeypatch):
     """Copy-on-write candidates beyond ``singlePassMaxRows`` that each expect many matches are
     written in the single pass (no job 1) by a merge without NOT MATCHED clauses. Same table,
-    counters and history metrics as the two jobs. With a NOT MATCHED clause the two jobs run."""
+    counters and history metrics as the two jobs. With a NOT MATCHED clause job 1 runs, the
+    rewrite beside it (``broadcast.rewrite_beside_matches``)."""
     outcomes = _spy_broadcast(monkeypatch)
     src = spark.createDataFrame(
         [(i, 100 + i % 5, None) for i in [*range(0, 400, 3), 1000, 1001]], "id long, v int, d date"
@@ -976,14 +980,15 @@ def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeyp
     outcomes.clear()
     with _settings(spark, guess):
         assert _run(spark, path, src, "t.id = s.id", UPSERT) == (136, 134, 0, 2)
-    assert outcomes == ["matched", "written"]
+    assert outcomes == ["matched", "beside"]
 
 
 def test_guessed_single_pass_with_inserts_up_to_four_times_the_limit(spark, tmp_path, monkeypatch):
     """With a NOT MATCHED clause the guessed single pass (every file expected touched) also runs,
     up to four times ``singlePassMaxRows`` live rows: its write then broadcasts the candidates'
-    keys to find the unmatched source rows. Beyond that, and without the expectation, the two jobs
-    run. Same table, counters and history metrics every way."""
+    keys to find the unmatched source rows. Beyond that job 1 runs with the rewrite beside it;
+    without the expectation, the two jobs one after the other. Same table, counters and history
+    metrics every way."""
     outcomes = _spy_broadcast(monkeypatch)
     src = spark.createDataFrame(
         [(i, 100 + i % 5, None) for i in [*range(0, 400, 3), 1000, 1001]], "id long, v int, d date"
@@ -993,7 +998,7 @@ def test_guessed_single_pass_with_inserts_up_to_four_times_the_limit(spark, tmp_
         "within": ({merge_variants.SINGLE_PASS: "100", merge_variants.EXPECTED: "20", **off}, ["single"]),
         "beyond": (
             {merge_variants.SINGLE_PASS: "99", merge_variants.EXPECTED: "20", **off},
-            ["matched", "written"],
+            ["matched", "beside"],
         ),
         "no guess": (
             {merge_variants.SINGLE_PASS: "100", merge_variants.EXPECTED: "0", **off},

@@ -255,12 +255,15 @@ def _broadcast_variant(
     from deltamerge.merge import broadcast, single_pass, uniform_upsert
 
     done = uniform_upsert.try_rewrite(ctx, candidates)
+    # A single pass that ran and handed back already found the guess below wrong.
+    single = done is None and single_pass.applies(ctx, candidates, deletion_vectors=False)
     if done is None:
         done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
     if done is not None:
         return done.touched, done.adds
     if (
-        candidates
+        not single
+        and candidates
         and broadcast.usable(ctx)
         and single_pass.expects_every_file_touched(ctx)
         and broadcast.live_rows(candidates) is not None
