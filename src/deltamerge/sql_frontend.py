@@ -160,6 +160,14 @@ def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str
         path = views.view_target_path(spark, name)  # a temp view that fully scans a Delta table
         if path is not None:
             catalog.track_view(name, path)
+    if path is None and _names_other_data(spark, table, name):
+        raise AnalysisError(
+            f"MERGE destination only supports Delta sources. `{name}` is not a Delta table: MERGE INTO "
+            "a Delta table (delta.`/path/to/table`, a name registered with deltamerge.register_table, "
+            "or a temp view that reads one whole).",
+            error_class="DELTA_UNSUPPORTED_SOURCE",
+            sql_state="0AKDD",
+        )
     if path is None:
         raise TableNotFoundError(
             f"The table or view `{name}` cannot be found as a Delta table. Use delta.`/path/to/table` or "
@@ -167,6 +175,22 @@ def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str
             error_class="TABLE_OR_VIEW_NOT_FOUND",
         )
     return path, alias or table.name, name
+
+
+_FILE_FORMATS = frozenset({"parquet", "json", "csv", "orc", "text", "avro", "binaryfile"})
+
+
+def _names_other_data(spark: SparkSession, table: exp.Table, name: str) -> bool:
+    """Whether the target names data Spark can read that is not a Delta table: a file path read
+    by format (parquet.`/p`), a temp view or a catalog table. Delta then refuses the target as not
+    a Delta source; an unknown name stays ``TABLE_OR_VIEW_NOT_FOUND``."""
+    db = table.args.get("db")
+    if db is not None and db.name.lower() in _FILE_FORMATS and table.args.get("catalog") is None:
+        return True
+    try:
+        return bool(spark.catalog.tableExists(name))
+    except Exception:  # a name Spark cannot parse or look up: not found
+        return False
 
 
 def _refresh_names(spark: SparkSession, statement: exp.Expression) -> None:

@@ -144,10 +144,11 @@ class DeltaTable:
             if path is not None:
                 catalog.track_view(name, path)
         if path is None:
+            # Delta's notADeltaTableException, for an unknown name and a non-Delta one alike.
             raise TableNotFoundError(
-                f"`{name}` is not a Delta table known to deltamerge. Register it with "
+                f"`{name}` is not a Delta table. Register the table's path under this name with "
                 "deltamerge.register_table(spark, name, path) or use DeltaTable.forPath.",
-                error_class="DELTA_TABLE_NOT_FOUND",
+                error_class="DELTA_MISSING_DELTA_TABLE",
             )
         table = cls.forPath(sparkSession, path)
         table._name = name

@@ -17,6 +17,8 @@ would on the table.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import deltamerge
@@ -161,10 +163,30 @@ def test_merge_on_temp_view_refused(spark, tmp_path, cleanup, sql_view, text, er
 
 
 def test_view_over_a_non_delta_source_is_not_a_target(spark, cleanup):
+    """Delta refuses a target that is not a Delta scan (``DELTA_UNSUPPORTED_SOURCE``); a name that
+    names nothing is Spark's ``TABLE_OR_VIEW_NOT_FOUND``."""
     cleanup += ["v"]
     spark.range(3).createOrReplaceTempView("v")
-    with pytest.raises(DeltaMergeError, match="TABLE_OR_VIEW_NOT_FOUND"):
+    with pytest.raises(
+        DeltaMergeError, match=r"\[DELTA_UNSUPPORTED_SOURCE\] MERGE destination only supports Delta"
+    ):
         deltamerge.sql(spark, "MERGE INTO v USING v s ON v.id = s.id WHEN MATCHED THEN DELETE")
+    with pytest.raises(DeltaMergeError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        deltamerge.sql(spark, "MERGE INTO no_such_view_here USING v s ON id = s.id WHEN MATCHED THEN DELETE")
+
+
+def test_parquet_path_is_not_a_target(spark, tmp_path):
+    """``parquet.`/path``` is data Spark reads, but not a Delta table: refused, the files untouched."""
+    path = str(tmp_path / "plain")
+    spark.range(3).write.parquet(path)
+    before = sorted(os.listdir(path))
+    with pytest.raises(DeltaMergeError, match=r"\[DELTA_UNSUPPORTED_SOURCE\]") as err:
+        deltamerge.sql(
+            spark,
+            f"MERGE INTO parquet.`{path}` t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        )
+    assert err.value.sql_state == "0AKDD"
+    assert sorted(os.listdir(path)) == before
 
 
 def test_update_and_delete_through_a_full_scan_temp_view(spark, tmp_path):

@@ -471,7 +471,7 @@ def test_register_table_and_spark_sql(spark, table_path: str) -> None:
         assert DeltaTable.forName(spark, name.upper()).path == os.path.abspath(table_path)
     finally:
         deltamerge.unregister_table(spark, name)
-    with pytest.raises(TableNotFoundError, match="DELTA_TABLE_NOT_FOUND"):
+    with pytest.raises(TableNotFoundError, match="DELTA_MISSING_DELTA_TABLE"):
         DeltaTable.forName(spark, name)
 
 
