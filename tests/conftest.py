@@ -54,6 +54,28 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+# Settings deltamerge changes for a block of its own (spark/session.py ``temporary_settings``); a
+# merge must leave them as it found them.
+_BLOCK_SETTINGS = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
+
+
+@pytest.fixture(autouse=True)
+def _session_settings_kept(request):
+    """Every test using the shared session leaves the settings deltamerge changes for a block as
+    they were (a write beside job 1 once left adaptive execution off for the rest of the session)."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    spark = request.getfixturevalue("spark")
+    before = {k: spark.conf.get(k, None) for k in _BLOCK_SETTINGS}
+    yield
+    after = {k: spark.conf.get(k, None) for k in _BLOCK_SETTINGS}
+    if after != before:
+        for k, v in before.items():  # the next tests start from the session's settings again
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+        pytest.fail(f"session settings changed by the test: {before} -> {after}")
+
+
 @pytest.fixture
 def spark_conf(spark):
     """``spark_conf({key: value, ...})`` sets session confs for one test; they are restored after it."""

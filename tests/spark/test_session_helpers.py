@@ -176,3 +176,39 @@ def test_many_file_paths_reach_the_reader_in_a_few_round_trips(spark, tmp_path, 
     many = [n for n, _ in built if n > 16]
     assert len(many) >= 2 and many[0] == 40, built
     assert all(trips <= 10 for n, trips in built if n > 16), built
+
+
+def test_temporary_settings_overlapping_in_two_threads(spark):
+    """Blocks opened by two threads on one session (a write beside job 1): the latest open block's
+    value holds, and when the last closes the value from before the first is back, whatever the
+    order they close in."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    for closing_first in ("outer", "inner"):
+        outer_open, inner_open, close_outer, outer_closed = (threading.Event() for _ in range(4))
+        seen: dict[str, str] = {}
+
+        def outer(opened: threading.Event, close: threading.Event, closed: threading.Event) -> None:
+            with session.temporary_settings(spark, {key: "7"}):
+                opened.set()
+                close.wait(30)
+            closed.set()
+
+        thread = threading.Thread(target=outer, args=(outer_open, close_outer, outer_closed))
+        thread.start()
+        assert outer_open.wait(30)
+        with session.temporary_settings(spark, {key: "9"}):
+            inner_open.set()
+            seen["both open"] = spark.conf.get(key)
+            if closing_first == "outer":
+                close_outer.set()
+                assert outer_closed.wait(30)
+                seen["inner alone"] = spark.conf.get(key)
+        if closing_first == "inner":
+            seen["outer alone"] = spark.conf.get(key)
+            close_outer.set()
+            assert outer_closed.wait(30)
+        thread.join(30)
+        assert seen["both open"] == "9"
+        assert seen.get("inner alone", "9") == "9" and seen.get("outer alone", "7") == "7"
+        assert spark.conf.get(key) == before

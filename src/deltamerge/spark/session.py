@@ -317,28 +317,53 @@ def _describe_jobs(spark: SparkSession, description: str) -> Iterator[None]:
         sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
 
 
+# Blocks of ``temporary_settings`` open per (session, key): each block's token and value, in the
+# order they were opened, after the value before the first of them. A merge's threads (a write
+# beside job 1) open overlapping blocks on one session; each restoring "its" previous value left
+# the other's value behind (adaptive execution off after the merge).
+_OPEN_SETTINGS: dict[tuple[int, str], tuple[str | None, list[tuple[object, str]]]] = {}
+_OPEN_SETTINGS_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def temporary_settings(
     spark: SparkSession, settings: Mapping[str, str], *, on_connect: bool = False
 ) -> Iterator[None]:
     """Set session settings for the duration of a block and restore (or unset) them after.
     Classic sessions only unless ``on_connect`` (settings that change what is written, not only
-    the speed): on Connect each setting costs a round trip."""
+    the speed): on Connect each setting costs a round trip.
+
+    Safe across threads: while blocks on the same session and key overlap, the last one opened
+    sets the value; when one closes the latest still open sets it again, and when the last
+    closes the value before the first comes back."""
     if is_connect(spark) and not on_connect:
         yield
         return
     conf = spark.conf
-    previous = {k: conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        conf.set(k, v)
+    token = object()
+    with _OPEN_SETTINGS_LOCK:
+        for k, v in settings.items():
+            key = (id(spark), k)
+            if key not in _OPEN_SETTINGS:
+                _OPEN_SETTINGS[key] = (conf.get(k, None), [])
+            _OPEN_SETTINGS[key][1].append((token, v))
+            conf.set(k, v)
     try:
         yield
     finally:
-        for k, old in previous.items():
-            if old is None:
-                conf.unset(k)
-            else:
-                conf.set(k, old)
+        with _OPEN_SETTINGS_LOCK:
+            for k in settings:
+                key = (id(spark), k)
+                before, open_blocks = _OPEN_SETTINGS[key]
+                open_blocks[:] = [b for b in open_blocks if b[0] is not token]
+                if open_blocks:
+                    conf.set(k, open_blocks[-1][1])
+                    continue
+                del _OPEN_SETTINGS[key]
+                if before is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, before)
 
 
 _SIZE_UNITS = {u: 1 << (10 * i) for i, u in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"))}
