@@ -61,6 +61,11 @@ def _gc(spark) -> None:  # type: ignore[no-untyped-def]
     gc.collect()
 
 
+def _planner_settings(spark) -> dict:  # type: ignore[no-untyped-def]
+    keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions", "spark.sql.autoBroadcastJoinThreshold")
+    return {k: spark.conf.get(k, None) for k in keys}
+
+
 def run_scenario(spark, paths: dict[str, str], work: str, sc: scenarios.Scenario, reps: int, log, warmup: int = 1) -> dict:  # type: ignore[no-untyped-def]
     pristine = paths[sc.target]
     source = paths[f"source_{sc.source}"]
@@ -78,7 +83,11 @@ def run_scenario(spark, paths: dict[str, str], work: str, sc: scenarios.Scenario
         dm_table = os.path.join(base, "dm")
         data.clone(pristine, dm_table)
         _gc(spark)
+        settings = _planner_settings(spark)
         stats, res = measure(lambda: scenarios.run_deltamerge(spark, dm_table, source, sc), dm_table)
+        if _planner_settings(spark) != settings:
+            # The engines share the session: a merge that changed it would change the floor's runs.
+            raise RuntimeError(f"{sc.key}: the merge changed the session: {settings} -> {_planner_settings(spark)}")
         pruned = res.pop("_pruned")
         f = scenarios.deltamerge_commit_facts(dm_table, candidates, sc.clauses == "insert", pruned)
         stats.files_read, stats.bytes_read = f["files_read"], f["bytes_read"]
