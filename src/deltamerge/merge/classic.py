@@ -10,6 +10,7 @@ per-row CASE projection of ``output``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -293,6 +294,20 @@ def _broadcast_variant(
     return files, adds
 
 
+def _broadcasts_only(ctx: MergeContext) -> contextlib.AbstractContextManager[None]:
+    """Adaptive execution off for the whole broadcast variant (its planning included, not only its
+    writes): every join in it is a broadcast and its aggregations are planned for one wave of tasks
+    (``small_result_query``), so AQE has nothing to re-plan. Kept on where a write shuffles
+    (partitioned tables, optimized writes), as ``broadcast.write_output_rows`` does. CDC into 5M
+    rows (500k source rows), interleaved: 5.55 s against 5.68 s (median of 12, faster in 8 pairs)
+    and 6.28 s against 6.65 s (median of 8, faster in 6)."""
+    from deltamerge.spark.session import without_adaptive
+
+    if ctx.partition_columns or ctx.optimize_write_bin_size:
+        return contextlib.nullcontext()
+    return without_adaptive(ctx.spark)
+
+
 def changed_rows_join(ctx: MergeContext) -> str:
     """Job-2 join when only changed and inserted rows are written (DV mode; delta_merge_spec.md
     §1.5 step 7)."""
@@ -359,7 +374,8 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
     if known is not None and every_row_changes(ctx):
         return replace_whole_files(ctx, candidates, known, deletion_vectors=False)
     cdc: list[AddCDCFile] = []
-    found = _broadcast_variant(ctx, candidates)
+    with _broadcasts_only(ctx):
+        found = _broadcast_variant(ctx, candidates)
     if found is not None:
         files, adds = found
     else:
