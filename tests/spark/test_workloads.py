@@ -289,3 +289,55 @@ def test_streaming_upsert_in_foreach_batch_is_idempotent(spark, tmp_path) -> Non
     replay = spark.read.schema("id long, v string").json(inbox).where("v = 'b1'")
     upsert(replay.withColumn("v", F.lit("replayed")), 1)
     assert table.version() == 2 and _rows(spark, path, ["id", "v"]) == expected
+
+
+# --- parallel pipelines on one session ----------------------------------------------------------
+
+
+def _pipeline(spark, path: str, table: int) -> tuple[list[tuple], list[tuple]]:
+    """Two merges into one table (an upsert, then CDC clauses by an op column): their results and
+    the table's rows."""
+    results = []
+    for batch in range(2):
+        lo = 90 * (table + 1) - 30 * (batch + 1)
+        source = spark.range(lo, lo + 40 + 10 * table).selectExpr(
+            "id", f"CAST(id * 3 + {batch} AS INT) AS v", "CASE WHEN id % 5 = 0 THEN 'D' ELSE 'U' END AS op"
+        )
+        merge = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+        if batch:
+            merge = (
+                merge.whenMatchedDelete("s.op = 'D'")
+                .whenMatchedUpdate(set={"v": "s.v"})
+                .whenNotMatchedInsert("s.op <> 'D'", values={"id": "s.id", "v": "s.v", "op": "s.op"})
+            )
+        else:
+            merge = merge.whenMatchedUpdateAll().whenNotMatchedInsertAll()
+        results.append(tuple(merge.execute().collect()[0]))
+    return results, sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_pipelines_in_threads_on_one_session(spark, tmp_path, dv) -> None:
+    """Users merge into several tables at once from a thread pool sharing one SparkSession: each
+    table ends as it does when its merges run alone, with the same counters (observed metrics,
+    background writes and the settings merges change for a block do not cross between threads;
+    the session's settings are checked after every test by conftest)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    configuration = {"delta.enableDeletionVectors": "true"} if dv else None
+
+    def make(root: str, table: int) -> str:
+        path = str(tmp_path / root / f"t{table}")
+        rows = spark.range(0, 90 * (table + 1), numPartitions=3).selectExpr(
+            "id", "CAST(id % 7 AS INT) AS v", "'x' AS op"
+        )
+        deltamerge.write(rows, path, configuration=configuration)
+        return path
+
+    alone = {t: _pipeline(spark, make("alone", t), t) for t in range(3)}
+    paths = {t: make("threads", t) for t in range(3)}
+    with ThreadPoolExecutor(3) as pool:
+        futures = {t: pool.submit(_pipeline, spark, paths[t], t) for t in range(3)}
+        together = {t: f.result() for t, f in futures.items()}
+    assert together == alone
+    assert alone[2][0][1][2] > 0  # the CDC merge deleted rows
