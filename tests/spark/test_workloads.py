@@ -341,3 +341,38 @@ def test_pipelines_in_threads_on_one_session(spark, tmp_path, dv) -> None:
         together = {t: f.result() for t, f in futures.items()}
     assert together == alone
     assert alone[2][0][1][2] > 0  # the CDC merge deleted rows
+
+
+def test_threads_merging_disjoint_partitions_of_one_table_all_commit(spark, tmp_path) -> None:
+    """Three threads of one session upsert into their own partition of one table (the partition in
+    the ON condition), twice each: no conflict, every merge commits, the rows are the last batch's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = str(tmp_path / "t")
+    rows = spark.range(0, 300).selectExpr("id", "CAST(id % 7 AS INT) AS v", "CAST(id % 3 AS STRING) AS p")
+    deltamerge.write(rows, path, partition_by=["p"])
+
+    def upserts(part: int) -> list[tuple]:
+        out = []
+        for batch in range(2):
+            source = (
+                spark.range(0, 400)
+                .where(f"id % 3 = {part}")
+                .selectExpr("id", f"CAST(id + {batch} AS INT) AS v", "CAST(id % 3 AS STRING) AS p")
+            )
+            merge = (
+                DeltaTable.forPath(spark, path)
+                .alias("t")
+                .merge(source.alias("s"), f"t.id = s.id AND t.p = '{part}'")
+            )
+            out.append(tuple(merge.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().collect()[0]))
+        return out
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(upserts, range(3)))
+    assert [r[1] for r in results] == [(134, 134, 0, 0), (133, 133, 0, 0), (133, 133, 0, 0)]
+    assert sum(r[0][3] for r in results) == 100  # ids 300..399 inserted once
+    assert DeltaTable.forPath(spark, path).history().count() == 7
+    assert sorted((r.id, r.v) for r in deltamerge.read(spark, path).collect()) == [
+        (i, i + 1) for i in range(400)
+    ]
