@@ -4,8 +4,9 @@ clauses write alike without a join, merge/uniform_upsert.py, else the one job,
 broadcasting every candidate row when they are few; copy-on-write: as "single-pass"), the single pass
 (merge/single_pass.py; also when every candidate file is guessed to be touched), DV mode's one job
 with the matched rows broadcast or shuffled (merge/one_job.py; copy-on-write takes the two jobs
-there), the two-job broadcast variant (merge/broadcast.py; copy-on-write's rewrite beside job 1
-under the guess) and the Delta-shaped path (merge/classic.py)."""
+there), the two-job broadcast variant (merge/broadcast.py; under the guess copy-on-write's job 2
+over every candidate without job 1, merge/full_rewrite.py) and the Delta-shaped path
+(merge/classic.py)."""
 
 BROADCAST = "spark.deltamerge.merge.broadcastSourceMaxBytes"
 SINGLE_PASS = "spark.deltamerge.merge.singlePassMaxRows"
@@ -24,8 +25,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     "guessed-single-pass": {SINGLE_PASS: "1", EXPECTED: "1e-9", CANDIDATES: "0", UNIFORM: "false"},
     "one-job": {SINGLE_PASS: "0", CANDIDATES: "0", UNIFORM: "false"},
     "one-job-shuffled": {SINGLE_PASS: "0", MATCHED_MAX: "0", CANDIDATES: "0", UNIFORM: "false"},
-    # Job 2 after job 1 (no guess: copy-on-write would run the rewrite beside job 1,
-    # broadcast.rewrite_beside_matches, which "guessed-single-pass" takes with NOT MATCHED clauses).
+    # Job 2 after job 1 (no guess: copy-on-write would run job 2 over every candidate without job 1,
+    # merge/full_rewrite.py, which "guessed-single-pass" takes with NOT MATCHED clauses).
     "two-job": {SINGLE_PASS: "0", ONE_JOB: "false", UNIFORM: "false", EXPECTED: "0"},
     "delta-shaped": {BROADCAST: "0"},
 }

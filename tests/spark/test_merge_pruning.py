@@ -518,10 +518,10 @@ def _spy_broadcast(monkeypatch):
     candidates, or either could not trust its output), ``matched`` / ``written`` (the two jobs
     completed), ``fallback`` (a target row matched twice: SourceNotUnique), ``uniform`` (DV mode's
     upsert written without a join, merge/uniform_upsert.py, completed), ``replace`` (its form
-    with an unconditional NOT MATCHED BY SOURCE DELETE, completed), ``beside`` (copy-on-write's
-    rewrite beside job 1 returned: after ``matched``, and before ``written`` when not every
-    candidate was touched)."""
-    from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
+    with an unconditional NOT MATCHED BY SOURCE DELETE, completed), ``full`` (copy-on-write's job 2
+    over every candidate without job 1 completed, merge/full_rewrite.py) or ``back`` (it ran and
+    handed back: not every candidate was touched, or a target row matched twice)."""
+    from deltamerge.merge import broadcast, full_rewrite, one_job, single_pass, uniform_upsert
 
     outcomes: list[str] = []
 
@@ -546,7 +546,14 @@ def _spy_broadcast(monkeypatch):
     spy_on(one_job, "_write", "one-job")
     spy_on(broadcast, "find_matches", "matched")
     spy_on(broadcast, "write_changes", "written")
-    spy_on(broadcast, "rewrite_beside_matches", "beside")
+    real_full = full_rewrite.try_rewrite
+
+    def full(*a, **k):  # type: ignore[no-untyped-def]
+        out = real_full(*a, **k)
+        outcomes.append("back" if out is None else "full")
+        return out
+
+    monkeypatch.setattr(full_rewrite, "try_rewrite", full)
     for name in ("try_write", "try_rewrite", "try_replace"):
         real_uniform = getattr(uniform_upsert, name)
 
@@ -953,8 +960,8 @@ def _history_metrics(spark, path):
 def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeypatch):
     """Copy-on-write candidates beyond ``singlePassMaxRows`` that each expect many matches are
     written in the single pass (no job 1) by a merge without NOT MATCHED clauses. Same table,
-    counters and history metrics as the two jobs. With a NOT MATCHED clause job 1 runs, the
-    rewrite beside it (``broadcast.rewrite_beside_matches``)."""
+    counters and history metrics as the two jobs. With a NOT MATCHED clause job 2 runs over every
+    candidate without job 1 (``full_rewrite``)."""
     outcomes = _spy_broadcast(monkeypatch)
     src = spark.createDataFrame(
         [(i, 100 + i % 5, None) for i in [*range(0, 400, 3), 1000, 1001]], "id long, v int, d date"
@@ -980,13 +987,13 @@ def test_guessed_single_pass_when_every_file_is_touched(spark, tmp_path, monkeyp
     outcomes.clear()
     with _settings(spark, guess):
         assert _run(spark, path, src, "t.id = s.id", UPSERT) == (136, 134, 0, 2)
-    assert outcomes == ["matched", "beside"]
+    assert outcomes == ["full"]
 
 
 def test_guessed_single_pass_with_inserts_up_to_four_times_the_limit(spark, tmp_path, monkeypatch):
     """With a NOT MATCHED clause the guessed single pass (every file expected touched) also runs,
     up to four times ``singlePassMaxRows`` live rows: its write then broadcasts the candidates'
-    keys to find the unmatched source rows. Beyond that job 1 runs with the rewrite beside it;
+    keys to find the unmatched source rows. Beyond that job 2 runs over every candidate without job 1;
     without the expectation, the two jobs one after the other. Same table, counters and history
     metrics every way."""
     outcomes = _spy_broadcast(monkeypatch)
@@ -998,7 +1005,7 @@ def test_guessed_single_pass_with_inserts_up_to_four_times_the_limit(spark, tmp_
         "within": ({merge_variants.SINGLE_PASS: "100", merge_variants.EXPECTED: "20", **off}, ["single"]),
         "beyond": (
             {merge_variants.SINGLE_PASS: "99", merge_variants.EXPECTED: "20", **off},
-            ["matched", "beside"],
+            ["full"],
         ),
         "no guess": (
             {merge_variants.SINGLE_PASS: "100", merge_variants.EXPECTED: "0", **off},
@@ -1013,7 +1020,11 @@ def test_guessed_single_pass_with_inserts_up_to_four_times_the_limit(spark, tmp_
         with _settings(spark, conf):
             res = _run(spark, path, src, "t.id = s.id", UPSERT)
         assert outcomes == expected, name
-        results.append((res, _rows(spark, path), _history_metrics(spark, path)))
+        metrics = _history_metrics(spark, path)
+        # The file count is the write's layout: job 2 over every candidate shuffles (a full outer
+        # join), the single pass and the two jobs' job 2 keep the scan's partitions.
+        metrics.pop("numTargetFilesAdded")
+        results.append((res, _rows(spark, path), metrics))
     assert results[0] == results[1] == results[2]
     assert results[0][0] == (136, 134, 0, 2)
     assert results[0][2]["numTargetFilesRemoved"] == "4"

@@ -19,9 +19,8 @@ enough to broadcast, the same rows come from two joins that stream the target in
   files' statistics) discards the written files and takes the Delta-shaped path. Collecting row
   positions in job 1 instead would cost more than the write's free counters.
 
-In copy-on-write mode, when the source-key summary expects every candidate to be touched, job 2's
-rewrite of the candidates runs beside job 1 and only the NOT MATCHED rows wait for it
-(``rewrite_beside_matches``).
+In copy-on-write mode, when the source-key summary expects every candidate to be touched, job 2
+runs over every candidate without job 1 instead (``full_rewrite.py``).
 
 Not used with NOT MATCHED BY SOURCE clauses or the change data feed; those take the Delta-shaped
 path in ``classic.py``.
@@ -362,79 +361,6 @@ def _inserted_rows(ctx: MergeContext, matched: DataFrame) -> DataFrame:
     """The NOT MATCHED rows (``_unmatched_source``) as the table's rows, with their action code."""
     outs = output_exprs(ctx.rm, has_target=False, tracking=ctx.row_tracking)
     return _unmatched_source(ctx, matched).selectExpr(*outs, quote_name(ACTION))
-
-
-def _counted_write(ctx: MergeContext, out: DataFrame, phase: str) -> tuple[list[AddFile], dict[str, int]]:
-    """Write ``out`` (rows with their action code) and return the files and the clause counters."""
-    out, get_counts = observed_metrics(out, counter_columns(ctx.rm), "mergeCounts")
-    adds = write_output(ctx, out, phase)
-    return adds, get_counts(lambda: count_actions(out, ctx.rm))
-
-
-def rewrite_beside_matches(
-    ctx: MergeContext, candidates: Sequence[AddFile]
-) -> tuple[list[AddFile], list[AddFile]] | tuple[list[AddFile], DataFrame]:
-    """Copy-on-write when every candidate is expected to be touched (the caller's guess, from the
-    source-key summary): the candidates' rewrite (updated, deleted and copied rows,
-    ``candidates LEFT JOIN broadcast(source)``) runs beside job 1 instead of after it, as
-    ``uniform_upsert.try_rewrite`` does; the NOT MATCHED rows are written after job 1, from its
-    cached matched keys, in a second, small write. The rewrite needs nothing from job 1; each job
-    fills the other's idle moments (planning, broadcasts, a last task). On 2 cores they share the
-    CPU, so the gain is those moments only: CDC merge into 5M rows (bench ``cdc``), interleaved in
-    one process, median of 16: 5.13 s against 5.30 s (faster in 12 of the 16 pairs).
-
-    Returns ``(touched files, new files)`` when every candidate was touched. Otherwise what the
-    rewrite wrote is deleted and job 1's ``(touched files, matched rows)`` come back for the
-    two-job variant's job 2. Raises ``SourceNotUnique`` (nothing left behind) when a target row
-    matched twice: the left join then yields more rows than the candidates hold.
-    """
-    m = ctx.metrics
-    start = time.monotonic()
-    rm = ctx.rm
-    known = live_rows(candidates)
-    assert known is not None  # the caller's guess needs every candidate's row count
-    rewrite_counts: dict[str, int] = {}
-
-    def rewrite(c: MergeContext) -> list[AddFile]:
-        target = c.target(candidates).selectExpr("*", f"true AS {TARGET_PRESENT}")
-        phase = f"MERGE operation - Rewriting {len(candidates)} files"
-        with undone_on_error(c):
-            adds, counts = _counted_write(c, _rewritten_rows(c, target), phase)
-        rewrite_counts.update(counts)
-        return adds
-
-    with undone_on_error(ctx):
-        mark = write_mark(ctx)
-        writing = Background(ctx, rewrite)
-        try:
-            touched, _, matched = find_matches(ctx, candidates, deletion_vectors=False)
-        finally:
-            writing.join()  # before anything it wrote may be deleted
-        if len(touched) != len(candidates):
-            with contextlib.suppress(Exception):
-                writing.result()  # on an error its own undone_on_error deleted its files
-            undo_writes(ctx, mark)
-            return touched, matched
-        try:
-            adds = writing.result()
-            if ctx.source_unique is None and target_side_rows(rm, rewrite_counts) > known:
-                raise SourceNotUnique()
-            counts = dict(rewrite_counts)
-            if rm.of_kind(ClauseKind.NOT_MATCHED):
-                phase = "MERGE operation - writing inserted rows"
-                more, inserted = _counted_write(ctx, _inserted_rows(ctx, matched), phase)
-                adds = [*adds, *more]
-                counts = {k: counts.get(k, 0) + inserted.get(k, 0) for k in {*counts, *inserted}}
-                if ctx.partition_columns:  # each write counted its partitions: count them once
-                    values = {tuple(sorted(a.partition_values.items())) for a in adds}
-                    m.numTargetPartitionsAddedTo = mark[3] + len(values)
-        finally:
-            matched.unpersist()
-    m.add_clause_counts(rm, counts)
-    m.numSourceRowsInSecondScan = m.numSourceRows
-    m.use_second_scan_source_rows = False
-    m.rewriteTimeMs += timed_ms(start)
-    return touched, adds
 
 
 def write_output(ctx: MergeContext, out: DataFrame, phase: str) -> list[AddFile]:

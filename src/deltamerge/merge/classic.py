@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
@@ -252,14 +251,17 @@ def _broadcast_variant(
 ) -> tuple[list[AddFile], list[AddFile]] | None:
     """``(touched files, new files)`` from the broadcast variant (one pass or two jobs), or None
     when it does not apply or a target row matched twice (the Delta-shaped path then reports it,
-    or allows it for a lone unconditional DELETE; the variant's files are gone again)."""
-    from deltamerge.merge import broadcast, single_pass, uniform_upsert
+    or allows it for a lone unconditional DELETE; the variant's files are gone again). When every
+    candidate is expected to be touched, job 2 runs over all of them without job 1
+    (``full_rewrite``: a shuffled join, so with adaptive execution)."""
+    from deltamerge.merge import broadcast, full_rewrite, single_pass, uniform_upsert
 
-    done = uniform_upsert.try_rewrite(ctx, candidates)
-    # A single pass that ran and handed back already found the guess below wrong.
-    single = done is None and single_pass.applies(ctx, candidates, deletion_vectors=False)
-    if done is None:
-        done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
+    with _broadcasts_only(ctx):
+        done = uniform_upsert.try_rewrite(ctx, candidates)
+        # A single pass that ran and handed back already found the guess below wrong.
+        single = done is None and single_pass.applies(ctx, candidates, deletion_vectors=False)
+        if done is None:
+            done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
     if done is not None:
         return done.touched, done.adds
     if (
@@ -269,28 +271,22 @@ def _broadcast_variant(
         and single_pass.expects_every_file_touched(ctx)
         and broadcast.live_rows(candidates) is not None
     ):
-        # Every candidate expected touched: the rewrite runs beside job 1.
+        adds = full_rewrite.try_rewrite(ctx, candidates, copy_on_write_join(ctx))
+        if adds is not None:
+            return list(candidates), adds
+    with _broadcasts_only(ctx):
+        found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
+        if found is None:
+            return None
+        files, _, matched = found
+        if not files:
+            matched.unpersist()
+            return [], inserts_without_matches(ctx, True)
         try:
-            files, rest = broadcast.rewrite_beside_matches(ctx, candidates)
+            adds, _ = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
         except broadcast.SourceNotUnique:
             ctx.source_unique = False
             return None
-        if not isinstance(rest, DataFrame):
-            return files, rest
-        found: tuple[list[AddFile], object, DataFrame] | None = (files, None, rest)
-    else:
-        found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
-    if found is None:
-        return None
-    files, _, matched = found
-    if not files:
-        matched.unpersist()
-        return [], inserts_without_matches(ctx, True)
-    try:
-        adds, _ = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
-    except broadcast.SourceNotUnique:
-        ctx.source_unique = False
-        return None
     return files, adds
 
 
@@ -374,8 +370,7 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
     if known is not None and every_row_changes(ctx):
         return replace_whole_files(ctx, candidates, known, deletion_vectors=False)
     cdc: list[AddCDCFile] = []
-    with _broadcasts_only(ctx):
-        found = _broadcast_variant(ctx, candidates)
+    found = _broadcast_variant(ctx, candidates)
     if found is not None:
         files, adds = found
     else:

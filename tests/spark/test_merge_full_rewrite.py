@@ -1,8 +1,8 @@
-"""Copy-on-write's two-job variant with the rewrite beside job 1 (``broadcast.rewrite_beside_matches``):
-when the source-key summary expects every candidate file to be touched, the candidates' rewrite
-(updated, deleted and copied rows) runs while job 1 finds the matches, and the NOT MATCHED rows are
-written after it. Same table, counters and history as the Delta-shaped path; a wrong guess leaves
-no file of the discarded rewrite behind and job 2 runs over the touched files."""
+"""Copy-on-write's job 2 over every candidate without job 1 (``merge/full_rewrite.py``): when the
+source-key summary expects every candidate file to be touched, ``source FULL OUTER JOIN candidates``
+rewrites them all at once and its observed metrics check the guess (every candidate touched, no
+target row matched twice). Same table, counters and history as the Delta-shaped path; a wrong
+guess leaves no file of the discarded rewrite behind and job 1 and job 2 run."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import deltamerge
 from deltamerge.errors import DeltaMergeError
 from merge_variants import EXPECTED, SINGLE_PASS, UNIFORM, VARIANTS
 
-# The guess made on any candidate a source key may match, and the single pass kept off (it would
-# take merges without NOT MATCHED clauses, and few candidate rows).
-BESIDE = {SINGLE_PASS: "1", EXPECTED: "1e-9", UNIFORM: "false"}
+# The guess made on any candidate a source key may match, and the single pass off (it would take
+# merges without NOT MATCHED clauses under the guess, and few candidate rows).
+GUESS = {SINGLE_PASS: "0", EXPECTED: "1e-9", UNIFORM: "false"}
 VALUES = {"id": "s.id", "v": "s.v", "op": "s.op"}
 CDC = [
     ("whenMatchedDelete", "s.op = 'D'"),
@@ -38,23 +38,23 @@ def _source(spark, lo=0, hi=600, step=3):
 
 
 def _spy(monkeypatch):
-    """Record ``beside`` (the rewrite beside job 1 committed), ``back`` (it handed job 1's answer
-    back: not every candidate was touched) and ``written`` (the two-job variant's job 2)."""
-    from deltamerge.merge import broadcast
+    """Record ``full`` (job 2 over every candidate committed), ``back`` (it handed back: not every
+    candidate was touched) and ``written`` (the two-job variant's job 2)."""
+    from deltamerge.merge import broadcast, full_rewrite
 
     seen: list[str] = []
-    real_beside, real_write = broadcast.rewrite_beside_matches, broadcast.write_changes
+    real_full, real_write = full_rewrite.try_rewrite, broadcast.write_changes
 
-    def beside(*a, **k):  # type: ignore[no-untyped-def]
-        out = real_beside(*a, **k)
-        seen.append("beside" if isinstance(out[1], list) else "back")
+    def full(*a, **k):  # type: ignore[no-untyped-def]
+        out = real_full(*a, **k)
+        seen.append("back" if out is None else "full")
         return out
 
     def write(*a, **k):  # type: ignore[no-untyped-def]
         seen.append("written")
         return real_write(*a, **k)
 
-    monkeypatch.setattr(broadcast, "rewrite_beside_matches", beside)
+    monkeypatch.setattr(full_rewrite, "try_rewrite", full)
     monkeypatch.setattr(broadcast, "write_changes", write)
     return seen
 
@@ -63,7 +63,7 @@ def _compare(spark, tmp_path, monkeypatch, source, clauses, make=_target):
     """(what ran, (ours, the Delta-shaped path's)): result, rows, DVs and history metrics."""
     seen = _spy(monkeypatch)
     results, ran = [], []
-    for name, conf in (("beside", BESIDE), ("delta-shaped", VARIANTS["delta-shaped"])):
+    for name, conf in (("full", GUESS), ("delta-shaped", VARIANTS["delta-shaped"])):
         path = str(tmp_path / name)
         make(spark, path)
         seen.clear()
@@ -81,12 +81,13 @@ def _compare(spark, tmp_path, monkeypatch, source, clauses, make=_target):
         CDC,
         [("whenMatchedUpdate", "t.v < 4", {"v": "s.v + t.v"}), ("whenNotMatchedInsert", None, VALUES)],
         [("whenMatchedDelete", None), ("whenNotMatchedInsert", "s.id % 2 = 0", VALUES)],
+        [("whenMatchedUpdate", "s.v >= 0", {"v": "s.v + t.v"})],
     ],
-    ids=["cdc", "conditional_update", "delete_insert"],
+    ids=["cdc", "conditional_update", "delete_insert", "matched_only"],
 )
 def test_every_file_touched_same_as_delta_shaped(spark, tmp_path, monkeypatch, clauses):
     ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, _source(spark), clauses)
-    assert ran == ["beside"]
+    assert ran == ["full"]
     assert ours == delta
     assert ours[0][1] + ours[0][2] + ours[0][3] > 0
 
@@ -94,7 +95,7 @@ def test_every_file_touched_same_as_delta_shaped(spark, tmp_path, monkeypatch, c
 def test_wrong_guess_hands_over_to_job_2(spark, tmp_path, monkeypatch):
     """Even target keys; source keys that match in the first file only, and odd keys within the
     other files' ranges (so the summary keeps them): those candidates are not touched, so the
-    rewrite (which copied them too) is deleted and job 2 rewrites the touched file."""
+    rewrite (which copied them too) is deleted and job 1 and job 2 rewrite the touched file."""
 
     def make(spark, path):
         df = spark.range(0, 400, numPartitions=4).selectExpr(
@@ -111,9 +112,8 @@ def test_wrong_guess_hands_over_to_job_2(spark, tmp_path, monkeypatch):
 
 
 def test_partitioned_target(spark, tmp_path, monkeypatch):
-    """Rewritten and inserted rows land in the same partitions from two writes: the partitions
-    added to (a metric of Delta's that the commit does not carry) are counted once, as the
-    Delta-shaped path's one write counts them."""
+    """The partitions added to (a metric of Delta's that the commit does not carry) are counted as
+    the Delta-shaped path's write counts them."""
     from deltamerge.merge import metrics
 
     added: list[int] = []
@@ -133,7 +133,7 @@ def test_partitioned_target(spark, tmp_path, monkeypatch):
     values = {**VALUES, "p": "s.p"}
     clauses = [CDC[0], ("whenMatchedUpdate", None, values), ("whenNotMatchedInsert", "s.op <> 'D'", values)]
     ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, source, clauses, make)
-    assert ran == ["beside"]
+    assert ran == ["full"]
     assert ours == delta
     assert added == [3, 3]
 
@@ -145,7 +145,7 @@ def test_target_rows_sharing_a_key(spark, tmp_path, monkeypatch):
         _target(spark, path, spark.range(0, 400, 50).selectExpr("id", "-1 AS v", "'X' AS op"))
 
     ran, (ours, delta) = _compare(spark, tmp_path, monkeypatch, _source(spark), CDC, make)
-    assert ran == ["beside"]
+    assert ran == ["full"]
     assert ours == delta
 
 
@@ -156,7 +156,7 @@ def test_duplicate_source_keys_raise_as_delta(spark, tmp_path, monkeypatch):
     _target(spark, path)
     before = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
     source = _source(spark).unionByName(_source(spark, 30, 33, 3))
-    with _settings(spark, BESIDE), pytest.raises(DeltaMergeError, match="MULTIPLE_SOURCE_ROW_MATCHING"):
+    with _settings(spark, GUESS), pytest.raises(DeltaMergeError, match="MULTIPLE_SOURCE_ROW_MATCHING"):
         _run(spark, path, source, "t.id = s.id", CDC)
     assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == before
     assert _orphans(path) == []
