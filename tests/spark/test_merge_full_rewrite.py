@@ -14,7 +14,7 @@ from test_merge_uniform_upsert import _orphans
 
 import deltamerge
 from deltamerge.errors import DeltaMergeError
-from merge_variants import EXPECTED, SINGLE_PASS, UNIFORM, VARIANTS
+from merge_variants import BROADCAST, EXPECTED, SINGLE_PASS, UNIFORM, VARIANTS
 
 # The guess made on any candidate a source key may match, and the single pass off (it would take
 # merges without NOT MATCHED clauses under the guess, and few candidate rows).
@@ -59,11 +59,11 @@ def _spy(monkeypatch):
     return seen
 
 
-def _compare(spark, tmp_path, monkeypatch, source, clauses, make=_target):
+def _compare(spark, tmp_path, monkeypatch, source, clauses, make=_target, guess=GUESS):
     """(what ran, (ours, the Delta-shaped path's)): result, rows, DVs and history metrics."""
     seen = _spy(monkeypatch)
     results, ran = [], []
-    for name, conf in (("full", GUESS), ("delta-shaped", VARIANTS["delta-shaped"])):
+    for name, conf in (("full", guess), ("delta-shaped", VARIANTS["delta-shaped"])):
         path = str(tmp_path / name)
         make(spark, path)
         seen.clear()
@@ -160,3 +160,27 @@ def test_duplicate_source_keys_raise_as_delta(spark, tmp_path, monkeypatch):
         _run(spark, path, source, "t.id = s.id", CDC)
     assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == before
     assert _orphans(path) == []
+
+
+@pytest.mark.parametrize("touched", ["every_file", "first_file_only"])
+def test_source_too_large_to_broadcast(spark, tmp_path, monkeypatch, touched):
+    """A source beyond the broadcast limit takes the Delta-shaped path, whose job 1 the guess
+    saves as well: job 2 over every candidate, or, when the guess is wrong, job 1 and job 2 as
+    Delta runs them. Same table, counters and history as the Delta-shaped path."""
+
+    def make(spark, path):
+        df = spark.range(0, 400, numPartitions=4).selectExpr(
+            "id * 2 AS id", "CAST(id % 7 AS INT) AS v", "'I' AS op"
+        )
+        deltamerge.write(df, path)
+
+    source = _source(spark)
+    if touched == "first_file_only":
+        odd = spark.createDataFrame([(i, 1, "U") for i in (251, 403, 605, 799)], "id long, v int, op string")
+        source = _source(spark, 0, 90, 3).unionByName(odd)
+    ran, (ours, delta) = _compare(
+        spark, tmp_path, monkeypatch, source, CDC, make, guess={**GUESS, BROADCAST: "1"}
+    )
+    assert ran == (["full"] if touched == "every_file" else ["back"])
+    assert ours == delta
+    assert ours[3]["numTargetFilesRemoved"] == ("3" if touched == "every_file" else "1")  # 600+ pruned

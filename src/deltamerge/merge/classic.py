@@ -361,7 +361,7 @@ def removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
 
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
-    from deltamerge.merge import uniform_upsert
+    from deltamerge.merge import single_pass, uniform_upsert
 
     replaced = uniform_upsert.try_replace(ctx, candidates, deletion_vectors=False)
     if replaced is not None:
@@ -375,6 +375,13 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
         files, adds = found
     else:
         touched = known
+        if touched is None and candidates and single_pass.expects_every_file_touched(ctx):
+            from deltamerge.merge import full_rewrite
+
+            # A source too large to broadcast (or its variant handed back): the guess still saves job 1.
+            full = full_rewrite.try_rewrite(ctx, candidates, copy_on_write_join(ctx))
+            if full is not None:
+                return [*removed_whole(ctx, candidates), *full]
         if touched is None:
             touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
         if not touched.files:
