@@ -28,7 +28,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     # Job 2 after job 1 (no guess: copy-on-write would run job 2 over every candidate without job 1,
     # merge/full_rewrite.py, which "guessed-single-pass" takes with NOT MATCHED clauses).
     "two-job": {SINGLE_PASS: "0", ONE_JOB: "false", UNIFORM: "false", EXPECTED: "0"},
-    "delta-shaped": {BROADCAST: "0"},
+    # No broadcast variant, and no guess that every candidate is touched (which would skip job 1).
+    "delta-shaped": {BROADCAST: "0", EXPECTED: "0"},
 }
 
 
