@@ -184,3 +184,35 @@ def test_source_too_large_to_broadcast(spark, tmp_path, monkeypatch, touched):
     assert ran == (["full"] if touched == "every_file" else ["back"])
     assert ours == delta
     assert ours[3]["numTargetFilesRemoved"] == ("3" if touched == "every_file" else "1")  # 600+ pruned
+
+
+@pytest.mark.parametrize("broadcastable", [True, False], ids=["broadcast", "large"])
+def test_write_error_leaves_the_table_unchanged(spark, tmp_path, monkeypatch, broadcastable):
+    """A NULL for a NOT NULL column fails the rewrite of every candidate: Delta's error, no commit,
+    no file of the failed write left."""
+    path = str(tmp_path / "t")
+    deltamerge.sql(spark, f"CREATE TABLE delta.`{path}` (id BIGINT, v INT NOT NULL, op STRING) USING delta")
+    rows = spark.range(0, 400, numPartitions=4).selectExpr("id", "CAST(id % 7 AS INT) AS v", "'I' AS op")
+    deltamerge.write(rows, path, mode="append")
+    before = _state(spark, path)
+    from deltamerge.merge import full_rewrite
+
+    seen: list[str] = []
+    original = full_rewrite.try_rewrite
+
+    def entered(*a, **k):  # type: ignore[no-untyped-def]
+        seen.append("entered")
+        return original(*a, **k)
+
+    monkeypatch.setattr(full_rewrite, "try_rewrite", entered)
+    from deltamerge.merge import broadcast, classic
+
+    for module, name in ((classic, "find_touched_files"), (broadcast, "find_matches")):
+        monkeypatch.setattr(module, name, lambda *a, _n=name, **k: seen.append(_n))  # job 1: not reached
+    source = _source(spark).withColumn("v", F.expr("IF(id = 303, NULL, v)"))
+    guess = GUESS if broadcastable else {**GUESS, BROADCAST: "1"}
+    with _settings(spark, guess), pytest.raises(DeltaMergeError, match="DELTA_NOT_NULL_CONSTRAINT_VIOLATED"):
+        _run(spark, path, source, "t.id = s.id", CDC)
+    assert seen == ["entered"]  # the error came out of the rewrite of every candidate
+    assert _state(spark, path) == before
+    assert _orphans(path) == []
