@@ -10,7 +10,6 @@ per-row CASE projection of ``output``.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -253,15 +252,14 @@ def _broadcast_variant(
     when it does not apply or a target row matched twice (the Delta-shaped path then reports it,
     or allows it for a lone unconditional DELETE; the variant's files are gone again). When every
     candidate is expected to be touched, job 2 runs over all of them without job 1
-    (``full_rewrite``: a shuffled join, so with adaptive execution)."""
+    (``full_rewrite``)."""
     from deltamerge.merge import broadcast, full_rewrite, single_pass, uniform_upsert
 
-    with _broadcasts_only(ctx):
-        done = uniform_upsert.try_rewrite(ctx, candidates)
-        # A single pass that ran and handed back already found the guess below wrong.
-        single = done is None and single_pass.applies(ctx, candidates, deletion_vectors=False)
-        if done is None:
-            done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
+    done = uniform_upsert.try_rewrite(ctx, candidates)
+    # A single pass that ran and handed back already found the guess below wrong.
+    single = done is None and single_pass.applies(ctx, candidates, deletion_vectors=False)
+    if done is None:
+        done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
     if done is not None:
         return done.touched, done.adds
     if (
@@ -274,34 +272,19 @@ def _broadcast_variant(
         adds = full_rewrite.try_rewrite(ctx, candidates, copy_on_write_join(ctx))
         if adds is not None:
             return list(candidates), adds
-    with _broadcasts_only(ctx):
-        found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
-        if found is None:
-            return None
-        files, _, matched = found
-        if not files:
-            matched.unpersist()
-            return [], inserts_without_matches(ctx, True)
-        try:
-            adds, _ = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
-        except broadcast.SourceNotUnique:
-            ctx.source_unique = False
-            return None
+    found = broadcast.try_find_matches(ctx, candidates, deletion_vectors=False)
+    if found is None:
+        return None
+    files, _, matched = found
+    if not files:
+        matched.unpersist()
+        return [], inserts_without_matches(ctx, True)
+    try:
+        adds, _ = broadcast.write_changes(ctx, files, matched, deletion_vectors=False)
+    except broadcast.SourceNotUnique:
+        ctx.source_unique = False
+        return None
     return files, adds
-
-
-def _broadcasts_only(ctx: MergeContext) -> contextlib.AbstractContextManager[None]:
-    """Adaptive execution off for the whole broadcast variant (its planning included, not only its
-    writes): every join in it is a broadcast and its aggregations are planned for one wave of tasks
-    (``small_result_query``), so AQE has nothing to re-plan. Kept on where a write shuffles
-    (partitioned tables, optimized writes), as ``broadcast.write_output_rows`` does. CDC into 5M
-    rows (500k source rows), interleaved: 5.55 s against 5.68 s (median of 12, faster in 8 pairs)
-    and 6.28 s against 6.65 s (median of 8, faster in 6)."""
-    from deltamerge.spark.session import without_adaptive
-
-    if ctx.partition_columns or ctx.optimize_write_bin_size:
-        return contextlib.nullcontext()
-    return without_adaptive(ctx.spark)
 
 
 def changed_rows_join(ctx: MergeContext) -> str:
