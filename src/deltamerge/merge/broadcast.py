@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from pyspark import InheritableThread, StorageLevel
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -315,54 +315,6 @@ def undo_writes(ctx: MergeContext, mark: tuple[int, int, int, int]) -> None:
     m.numTargetFilesAdded, m.numTargetBytesAdded, m.numTargetPartitionsAddedTo = mark[1:]
 
 
-class Background:
-    """``fn(ctx)`` in a thread that inherits the caller's Spark job properties (and, on Spark
-    Connect, its tags), so that cancelling the caller's job group cancels the write too."""
-
-    def __init__(self, ctx: MergeContext, fn: Callable[[MergeContext], list[AddFile]]) -> None:
-        self._value: list[AddFile] | None = None
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self._value = fn(ctx)
-            except BaseException as e:  # handed to the caller by result()
-                self._error = e
-
-        self._thread = InheritableThread(run, session=ctx.spark)
-        self._thread.daemon = True
-        self._thread.start()
-
-    def join(self) -> None:
-        """Wait for the write to end."""
-        self._thread.join()
-
-    def result(self) -> list[AddFile]:
-        """The write's files, or its error raised here."""
-        self.join()
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
-
-
-def _rewritten_rows(ctx: MergeContext, target: DataFrame) -> DataFrame:
-    """Copy-on-write: every row of ``target`` (the files being rewritten) as the table's row,
-    updated, copied or deleted (``target LEFT JOIN broadcast(source)``), with its action code."""
-    rm = ctx.rm
-    source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
-    rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
-    rewritten = rewritten.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
-    outs = output_exprs(rm, has_target=True, tracking=ctx.row_tracking)
-    return rewritten.selectExpr(*outs, quote_name(ACTION))
-
-
-def _inserted_rows(ctx: MergeContext, matched: DataFrame) -> DataFrame:
-    """The NOT MATCHED rows (``_unmatched_source``) as the table's rows, with their action code."""
-    outs = output_exprs(ctx.rm, has_target=False, tracking=ctx.row_tracking)
-    return _unmatched_source(ctx, matched).selectExpr(*outs, quote_name(ACTION))
-
-
 def write_output(ctx: MergeContext, out: DataFrame, phase: str) -> list[AddFile]:
     """Write the variant's output rows (with their action code). Every join in it is a broadcast,
     so AQE has nothing to re-plan; partitioned tables shuffle before the write and keep it, and so
@@ -398,6 +350,7 @@ def write_changes(
         values = [f"{_VALUE}{j} AS {quote_name(n)}" for j, n in enumerate(final_names)]
         parts.append(changed.selectExpr(*values, ACTION))
     else:
+        source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
         target = ctx.target(touched).selectExpr("*", f"true AS {TARGET_PRESENT}")
         if verify:
             known = live_rows(touched)
@@ -405,9 +358,16 @@ def write_changes(
                 target, target_rows = observed_count(target, "targetRows")
             else:
                 target_rows = lambda: known  # noqa: E731
-        parts.append(_rewritten_rows(ctx, target))
+        rewritten = target.join(F.broadcast(source), on=ctx.condition(), how="left")
+        rewritten = rewritten.selectExpr(
+            "*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}"
+        )
+        outs = output_exprs(rm, has_target=True, tracking=ctx.row_tracking)
+        parts.append(rewritten.selectExpr(*outs, quote_name(ACTION)))
     if inserting:
-        parts.append(_inserted_rows(ctx, matched))
+        unmatched = _unmatched_source(ctx, matched)
+        outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
+        parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -11,9 +11,10 @@ per-row CASE projection of ``output``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
@@ -165,6 +166,18 @@ def find_touched_files(
     return TouchedFiles(touched, over, modified_rows)
 
 
+def joined_with_action(
+    ctx: MergeContext, target: DataFrame, join_type: str
+) -> tuple[DataFrame, Callable[[], int]]:
+    """Job 2's join: the source (its rows counted as ``numSourceRowsInSecondScan``) joined with
+    ``target`` by ``join_type``, each row with its action code; and the source count's getter."""
+    source, source_rows = observed_count(ctx.source, "numSourceRowsInSecondScan")
+    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
+    target = target.withColumn(TARGET_PRESENT, F.lit(True))
+    joined = source.join(target, on=ctx.condition(), how=join_type)
+    return joined.withColumn(ACTION, action_column(ctx.rm, has_source=True, has_target=True)), source_rows
+
+
 def write_all_changes(
     ctx: MergeContext, touched: TouchedFiles, *, join_type: str
 ) -> tuple[list[AddFile], list[AddCDCFile]]:
@@ -180,13 +193,8 @@ def write_all_changes(
     start = time.monotonic()
     dv_mode = touched.modified_rows is not None
     dedupe = ctx.cdf_enabled and touched.over_count > 0
-    source, source_rows = observed_count(ctx.source, "numSourceRowsInSecondScan")
-    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
-    target = ctx.target(touched.files, with_file=dedupe, with_row_index=dedupe).withColumn(
-        TARGET_PRESENT, F.lit(True)
-    )
-    joined = source.join(target, on=ctx.condition(), how=join_type)
-    with_action = joined.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+    target = ctx.target(touched.files, with_file=dedupe, with_row_index=dedupe)
+    with_action, source_rows = joined_with_action(ctx, target, join_type)
     if dv_mode:
         # Only rows that change or are inserted: unchanged rows stay where they are.
         with_action = with_action.where(~F.col(ACTION).isin(COPY, DROP))
@@ -262,13 +270,8 @@ def _broadcast_variant(
         done = single_pass.try_write(ctx, candidates, deletion_vectors=False)
     if done is not None:
         return done.touched, done.adds
-    if (
-        not single
-        and candidates
-        and broadcast.usable(ctx)
-        and single_pass.expects_every_file_touched(ctx)
-        and broadcast.live_rows(candidates) is not None
-    ):
+    if not single and single_pass.expects_every_file_touched(ctx):
+        # Also for a source too large to broadcast: the guess saves the Delta-shaped job 1.
         adds = full_rewrite.try_rewrite(ctx, candidates, copy_on_write_join(ctx))
         if adds is not None:
             return list(candidates), adds
@@ -344,7 +347,7 @@ def removed_whole(ctx: MergeContext, files: Sequence[AddFile]) -> list[Action]:
 
 def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """Classic copy-on-write path: returns the commit's file actions."""
-    from deltamerge.merge import single_pass, uniform_upsert
+    from deltamerge.merge import uniform_upsert
 
     replaced = uniform_upsert.try_replace(ctx, candidates, deletion_vectors=False)
     if replaced is not None:
@@ -358,13 +361,6 @@ def run_classic(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action
         files, adds = found
     else:
         touched = known
-        if touched is None and candidates and single_pass.expects_every_file_touched(ctx):
-            from deltamerge.merge import full_rewrite
-
-            # A source too large to broadcast (or its variant handed back): the guess still saves job 1.
-            full = full_rewrite.try_rewrite(ctx, candidates, copy_on_write_join(ctx))
-            if full is not None:
-                return [*removed_whole(ctx, candidates), *full]
         if touched is None:
             touched = find_touched_files(ctx, candidates) if candidates else TouchedFiles([], 0)
         if not touched.files:

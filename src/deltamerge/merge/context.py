@@ -59,9 +59,6 @@ class MergeContext:
     # rows then carry ROW_TRACKING_COLS, and written rows the materialized columns.
     row_tracking: tuple[str, str] | None = None
     written_paths: list[str] = field(default_factory=list)
-    # Copy-on-write's job 2 over every candidate without job 1 (merge/full_rewrite.py) ran and
-    # handed back: the other executions do not try it again.
-    full_rewrite_tried: bool = False
     # Extreme identity values written so far, per column (max, min): the next write's values start
     # past them, and the commit records them as high-water marks (deltamerge/identity.py).
     identity_seen: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)

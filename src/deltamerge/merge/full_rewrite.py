@@ -31,12 +31,12 @@ from pyspark.sql import functions as F
 
 from deltamerge.log.actions import AddFile
 from deltamerge.merge.broadcast import live_rows, undo_writes, write_mark
-from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
+from deltamerge.merge.classic import joined_with_action
+from deltamerge.merge.context import MergeContext, observed_metrics, timed_ms
 from deltamerge.merge.output import (
     ACTION,
     SOURCE_PRESENT,
     TARGET_PRESENT,
-    action_column,
     counter_columns,
     output_columns,
     target_side_rows,
@@ -54,26 +54,21 @@ _UNTOUCHED = "untouched"
 def try_rewrite(ctx: MergeContext, candidates: Sequence[AddFile], join_type: str) -> list[AddFile] | None:
     """The new files of every candidate rewritten through ``join_type``, with the counters filled;
     None when it does not apply or the guess was wrong (nothing left behind). Not with the change
-    data feed (its writer has its own job 2), not with a source known to repeat a key, not a second
-    time in one merge, and only when every candidate's live row count is known and positive (a
-    file without live rows is never touched)."""
-    if ctx.cdf_enabled or not candidates or ctx.full_rewrite_tried or ctx.source_unique is False:
+    data feed (its writer has its own job 2), not with a source known to repeat a key, and only when
+    every candidate's live row count is known and positive (a file without live rows is never
+    touched)."""
+    if ctx.cdf_enabled or not candidates or ctx.source_unique is False:
         return None
     lives = [live_rows([f]) for f in candidates]
     if any(not n for n in lives):
         return None
-    ctx.full_rewrite_tried = True
     rm = ctx.rm
     m = ctx.metrics
     start = time.monotonic()
     uris = list(file_index(ctx.table_root, candidates).by_spark_path)
-    source, source_rows = observed_count(ctx.source, "numSourceRowsInSecondScan")
-    source = source.withColumn(SOURCE_PRESENT, F.lit(True))
     target = ctx.target(candidates, with_file=True)
     target = target.withColumn(_HASH, F.xxhash64(F.col(FILE_COL))).drop(FILE_COL)
-    target = target.withColumn(TARGET_PRESENT, F.lit(True))
-    joined = source.join(target, on=ctx.condition(), how=join_type)
-    with_action = joined.withColumn(ACTION, action_column(rm, has_source=True, has_target=True))
+    with_action, source_rows = joined_with_action(ctx, target, join_type)
     present = f"{quote_name(SOURCE_PRESENT)} IS NOT NULL AND {quote_name(TARGET_PRESENT)} IS NOT NULL"
     touched = f"{present} AND ({touch_sql(rm)})"
     expected = ", ".join(f"xxhash64({sql_string(u)})" for u in uris)

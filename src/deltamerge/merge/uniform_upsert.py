@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+from pyspark import InheritableThread
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -154,7 +155,7 @@ def _side_by_side(
         with broadcast.undone_on_error(ctx):
             # The write needs nothing from job 1, so it runs beside it: each fills the other's
             # idle moments (planning, broadcasts, the driver between stages, a last task).
-            writing = broadcast.Background(ctx, _write)
+            writing = _Background(ctx, _write)
             try:
                 found = _matched_positions(ctx, order, uris)
             finally:
@@ -168,6 +169,37 @@ def _side_by_side(
         return None
     changed, pairs = found
     return order, changed, pairs, adds
+
+
+class _Background:
+    """``fn(ctx)`` in a thread that inherits the caller's Spark job properties (and, on Spark
+    Connect, its tags), so that cancelling the caller's job group cancels the write too."""
+
+    def __init__(self, ctx: MergeContext, fn: Callable[[MergeContext], list[AddFile]]) -> None:
+        self._value: list[AddFile] | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = fn(ctx)
+            except BaseException as e:  # handed to the caller by result()
+                self._error = e
+
+        self._thread = InheritableThread(run, session=ctx.spark)
+        self._thread.daemon = True
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the write to end."""
+        self._thread.join()
+
+    def result(self) -> list[AddFile]:
+        """The write's files, or its error raised here."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
 
 
 class _Fallback(Exception):
@@ -268,7 +300,7 @@ def try_rewrite(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written | N
     try:
         with broadcast.undone_on_error(ctx):
             mark = broadcast.write_mark(ctx)
-            writing = broadcast.Background(ctx, lambda c: _rewrite(c, order)) if guess else None
+            writing = _Background(ctx, lambda c: _rewrite(c, order)) if guess else None
             try:
                 found = _matched_positions(ctx, order, uris)
             finally:
