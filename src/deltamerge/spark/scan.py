@@ -133,14 +133,19 @@ def indexed_value(values: Sequence[str | int | None], sql_type: str, index: str)
 
     An array literal, not a CASE of values: Spark inlines a number literal into the generated Java
     source, so other values (the next merge's files) would compile the code anew (~15 ms a stage);
-    an array literal is passed by reference."""
+    an array literal is passed by reference.
+
+    ``try_element_at``, not ``element_at``: Spark 4.3's generated code for ``element_at`` of an array
+    literal skips the index's NULL check, so a row of a file not listed (a NULL index) got the
+    previous row's value, or failed with INVALID_INDEX_OF_ZERO on a task's first row; the
+    interpreter gives NULL. ``try_element_at`` gives NULL both ways."""
 
     def lit(v: str | int | None) -> str:
         if v is None:
             return f"CAST(NULL AS {sql_type})"
         return sql_string(v) if isinstance(v, str) else f"CAST({int(v)} AS {sql_type})"
 
-    return f"element_at(array({', '.join(lit(v) for v in values)}), {index})"
+    return f"try_element_at(array({', '.join(lit(v) for v in values)}), {index})"
 
 
 _FRAME_TYPES: dict[str, DataType] = {"STRING": StringType(), "BIGINT": LongType()}
