@@ -21,7 +21,7 @@ test: $(STAMP)
 # differential examples, a randomly killed Spark writer in the crash test (about four times as long
 # as `make test`), with Spark's code generation on (make test interprets: tests/conftest.py).
 test-full: $(STAMP)
-	DELTAMERGE_DELTA_PORTS=all DELTAMERGE_SAMPLED=all MERGE_PROPERTY_EXAMPLES=150 DELTAMERGE_CRASH_SPARK_CYCLES=1 \
+	DELTAMERGE_DELTA_PORTS=all DELTAMERGE_SAMPLED=all MERGE_PROPERTY_EXAMPLES=150 SEQUENCE_EXAMPLES=25 DELTAMERGE_CRASH_SPARK_CYCLES=1 \
 		DELTAMERGE_TEST_CODEGEN=1 \
 		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
