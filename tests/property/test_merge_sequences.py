@@ -47,6 +47,7 @@ pytestmark = pytest.mark.spark
 
 EXAMPLES = int(os.environ.get("SEQUENCE_EXAMPLES", "3"))
 RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
+CODEGEN = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 ROW_METRICS = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
 _COUNTER = itertools.count()
 
@@ -155,18 +156,36 @@ def _merge(spark: Any, path: str, case: oracle.MergeCase, via_sql: bool, variant
     partitioned=st.sampled_from([False, False, True]),
     column_mapping=st.sampled_from([False, False, True]),
     plan=st.lists(steps(), min_size=3, max_size=6),
+    compiled=st.booleans(),
 )
 def test_merge_sequences_match_the_model(
-    spark, tmp_path_factory, initial, files, dv, partitioned, column_mapping, plan
+    spark, tmp_path_factory, initial, files, dv, partitioned, column_mapping, plan, compiled
 ):
     """Merges, DML, appends and compaction on one table, each step checked against the model, its
-    change data feed and its history; every version by time travel and delta-rs at the end."""
+    change data feed and its history; every version by time travel and delta-rs at the end. Half
+    the examples run with Spark's code generation, as production does (the test session
+    interprets expressions: tests/spark_settings.py)."""
+    root = str(tmp_path_factory.mktemp("seq"))
+    before = {k: spark.conf.get(k, None) for k in CODEGEN}
+    for k, v in CODEGEN.items() if compiled else ():
+        spark.conf.set(k, v)
+    try:
+        _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping, plan)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping, plan):  # type: ignore[no-untyped-def]
     import deltalake
 
     import deltamerge
     from deltamerge import DeltaTable
 
-    path = os.path.join(str(tmp_path_factory.mktemp("seq")), f"t{next(_COUNTER)}")
+    path = os.path.join(root, f"t{next(_COUNTER)}")
     conf = {"delta.enableChangeDataFeed": "true", "delta.checkpointInterval": "2"}
     if dv:
         conf["delta.enableDeletionVectors"] = "true"
