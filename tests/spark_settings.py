@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+#: Spark's code generation as production runs it (the test session interprets: see below).
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 
 
 def interpreted_settings() -> dict[str, str]:
@@ -26,3 +32,20 @@ def interpreted_settings() -> dict[str, str]:
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     }
+
+
+@contextlib.contextmanager
+def session_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set ``conf`` on the session for a block; each key's value from before (or its absence)
+    comes back after."""
+    before = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/ for oracle
 
@@ -42,6 +43,24 @@ from oracle import (
     MergeResult,
     render,
 )
+
+#: ``MERGE_PROPERTY_RANDOM=1``: fresh examples (pick the seed with ``--hypothesis-seed=N``) instead of
+#: the fixed, reproducible sequence CI runs.
+RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
+
+
+def spark_examples(examples: int) -> settings:
+    """Hypothesis settings of a property test that runs Spark: ``examples`` examples, no deadline
+    and no health checks (a Spark example takes seconds), the fixed sequence unless ``RANDOM``,
+    no example database."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=not RANDOM,
+        database=None,
+    )
+
 
 ARROW_TYPES = {"int": pa.int32(), "string": pa.string()}
 SQL_TYPES = {"int": "INT", "string": "STRING"}

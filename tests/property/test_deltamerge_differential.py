@@ -33,8 +33,9 @@ from harness import (
     normalize_error,
     render_sql_merge,
     run_deltars,
+    spark_examples,
 )
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from strategies import merge_cases
 
@@ -42,7 +43,6 @@ import oracle
 from merge_variants import VARIANTS
 
 EXAMPLES = int(os.environ.get("MERGE_PROPERTY_EXAMPLES", "5"))
-RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
 ROW_METRICS = (
     "numTargetRowsInserted",
     "numTargetRowsUpdated",
@@ -112,13 +112,7 @@ def _run_deltamerge(
 # pytest-timeout's 600 s (pyproject) cuts a long campaign mid-call to the JVM and Hypothesis then
 # replays against a broken py4j gateway (a FlakyFailure); ~1.5 s per example, allow 4.
 @pytest.mark.timeout(max(600, 4 * EXAMPLES))
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=not RANDOM,
-    database=None,
-)
+@spark_examples(EXAMPLES)
 @given(
     case=merge_cases(interleave=True),
     via_sql=st.booleans(),

@@ -2,16 +2,20 @@
 
 The single-merge differential tests (``test_deltamerge_differential.py``) start every example from
 a fresh one-file table. Here one table lives through 3-6 steps: MERGEs drawn like theirs (through
-SQL or the builder, each of deltamerge's executions), DELETE and UPDATE by predicate (an UPDATE
-of the partition column moves rows between partitions), appends, compaction, REORG ... APPLY
-(PURGE) and RESTORE to an earlier version. So merges meet
-what earlier steps left: deletion vectors on files that already have one, files written by a
-merge, statistics of rewritten files, checkpoints (``delta.checkpointInterval`` 2), partitions
-holding NULL (``__HIVE_DEFAULT_PARTITION__``) and, in some tables, column mapping.
+SQL or the builder, each of deltamerge's executions), an upsert with schema evolution (its source
+has a column ``extra`` more; through ``MERGE WITH SCHEMA EVOLUTION``, ``withSchemaEvolution()`` or
+``schema.autoMerge.enabled``; later merges' sources have it too), DELETE and UPDATE by predicate
+(an UPDATE of the partition column moves rows between partitions), appends, compaction, REORG ...
+APPLY (PURGE) and RESTORE to an earlier version (its schema too). So merges meet what earlier
+steps left: deletion vectors on files that already have one, files written by a merge, statistics
+of rewritten files, files without the evolved column, checkpoints (``delta.checkpointInterval``
+2), partitions holding NULL (``__HIVE_DEFAULT_PARTITION__``) and, in some tables, column mapping.
+Half the examples run compiled (Spark's code generation, as in production).
 
 After every step:
 
-* the table's rows equal the model's (a merge's model is ``oracle.run_case`` on the model's rows);
+* the table's columns and rows equal the model's (a merge's model is ``oracle.run_case`` on the
+  model's rows);
   a merge the oracle fails fails alike and commits nothing;
 * a merge's result row and history row metrics equal the oracle's;
 * the change data feed of the new version, applied to the previous rows (delete and
@@ -35,19 +39,22 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from harness import apply_builder, ddl, merge_condition, normalize_error, render_sql_merge
-from hypothesis import HealthCheck, given, settings
+from harness import apply_builder, ddl, merge_condition, normalize_error, render_sql_merge, spark_examples
+from hypothesis import event, given
 from hypothesis import strategies as st
 from strategies import SCHEMA, merge_cases, rows
 
 import oracle
 from merge_variants import VARIANTS
+from spark_settings import COMPILED, session_conf
 
 pytestmark = pytest.mark.spark
 
 EXAMPLES = int(os.environ.get("SEQUENCE_EXAMPLES", "3"))
-RANDOM = os.environ.get("MERGE_PROPERTY_RANDOM", "") not in ("", "0")
-CODEGEN = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
+# The table's columns once a merge with schema evolution added one.
+SCHEMA4 = (*SCHEMA, ("extra", "int"))
+Schema = tuple[tuple[str, str], ...]
 ROW_METRICS = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
 _COUNTER = itertools.count()
 
@@ -81,14 +88,21 @@ _predicates = st.sampled_from(list(PREDICATES))
 _variants = st.sampled_from(sorted(VARIANTS))
 
 
+_extras = st.lists(st.sampled_from((None, 0, 1, 7)), min_size=6, max_size=6)
+
+
 @st.composite
 def steps(draw: st.DrawFn) -> tuple[Any, ...]:
-    kind = draw(
-        st.sampled_from(["merge"] * 6 + ["delete", "update", "append", "optimize", "purge", "restore"])
-    )
+    kinds = ["merge"] * 6 + ["evolve", "delete", "update", "append", "optimize", "purge", "restore"]
+    kind = draw(st.sampled_from(kinds))
     if kind == "merge":
         case = draw(merge_cases(max_target_rows=0, interleave=True))
-        return ("merge", case, draw(st.booleans()), draw(_variants))
+        how = draw(st.sampled_from(["SQL", "builder"]))
+        return ("merge", case, how, draw(_variants), tuple(draw(_extras)))
+    if kind == "evolve":  # an upsert whose source has a column more (its keys unique)
+        unique = {r[0]: r for r in draw(rows(5))}
+        source = tuple((*r, x) for r, x in zip(unique.values(), draw(_extras), strict=False))
+        return ("evolve", source, draw(st.sampled_from(["SQL", "builder", "session setting"])))
     if kind == "delete":
         return ("delete", draw(_predicates))
     if kind == "update":
@@ -100,18 +114,24 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
     return (kind,)
 
 
-def _rows_of(df: Any) -> Counter:
-    return Counter((r["key"], r["value"], r["tag"]) for r in df.collect())
+def _rows_of(df: Any, schema: Schema) -> Counter:
+    return Counter(tuple(r[c] for c, _ in schema) for r in df.collect())
 
 
-def _changes(spark: Any, path: str, version: int) -> dict[str, Counter]:
+def _project(rows: Counter, schema: Schema, to: Schema) -> Counter:
+    """``rows`` of ``schema`` as rows of ``to`` (a column ``schema`` lacks is NULL)."""
+    names = [c for c, _ in schema]
+    return Counter(tuple(r[names.index(c)] if c in names else None for c, _ in to) for r in rows.elements())
+
+
+def _changes(spark: Any, path: str, version: int, schema: Schema) -> dict[str, Counter]:
     import deltamerge
 
     out: dict[str, Counter] = {
         k: Counter() for k in ("insert", "delete", "update_preimage", "update_postimage")
     }
     for r in deltamerge.read_changes(spark, path, version, version).collect():
-        out[r["_change_type"]][(r["key"], r["value"], r["tag"])] += 1
+        out[r["_change_type"]][tuple(r[c] for c, _ in schema)] += 1
     return out
 
 
@@ -123,32 +143,31 @@ def _check_changes(before: Counter, after: Counter, changes: dict[str, Counter],
     assert sum(changes["update_preimage"].values()) == sum(changes["update_postimage"].values()), what
 
 
-def _merge(spark: Any, path: str, case: oracle.MergeCase, via_sql: bool, variant: str) -> Any:
+def _merge(spark: Any, path: str, case: oracle.MergeCase, how: str, variant: str, *, evolve: bool) -> Any:
+    """``how``: "SQL", "builder" or (with ``evolve``) "session setting": schema evolution by
+    ``MERGE WITH SCHEMA EVOLUTION``, ``withSchemaEvolution()`` or ``schema.autoMerge.enabled``."""
     import deltamerge
     from deltamerge import DeltaTable
 
     source = spark.createDataFrame(list(case.source_rows), ddl(case.source_schema))
     source.createOrReplaceTempView("source")
-    for key, value in VARIANTS[variant].items():
-        spark.conf.set(key, value)
-    try:
-        if via_sql:
-            return deltamerge.sql(spark, render_sql_merge(case))
-        builder = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), merge_condition(case))
-        return apply_builder(builder, case).execute()
-    finally:
-        for key in VARIANTS[variant]:
-            spark.conf.unset(key)
+    conf = dict(VARIANTS[variant])
+    if evolve and how == "session setting":
+        conf[AUTO_MERGE] = "true"
+    with session_conf(spark, conf):
+        if how == "builder":
+            builder = (
+                DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), merge_condition(case))
+            )
+            return apply_builder(builder.withSchemaEvolution() if evolve else builder, case).execute()
+        text = render_sql_merge(case)
+        if evolve and how == "SQL":
+            text = text.replace("MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO", 1)
+        return deltamerge.sql(spark, text)
 
 
 @pytest.mark.timeout(max(600, 30 * EXAMPLES))
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=not RANDOM,
-    database=None,
-)
+@spark_examples(EXAMPLES)
 @given(
     initial=rows(8),
     files=st.integers(1, 3),
@@ -166,17 +185,8 @@ def test_merge_sequences_match_the_model(
     the examples run with Spark's code generation, as production does (the test session
     interprets expressions: tests/spark_settings.py)."""
     root = str(tmp_path_factory.mktemp("seq"))
-    before = {k: spark.conf.get(k, None) for k in CODEGEN}
-    for k, v in CODEGEN.items() if compiled else ():
-        spark.conf.set(k, v)
-    try:
+    with session_conf(spark, COMPILED if compiled else {}):
         _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping, plan)
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping, plan):  # type: ignore[no-untyped-def]
@@ -191,16 +201,15 @@ def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping
         conf["delta.enableDeletionVectors"] = "true"
     if column_mapping:
         conf["delta.columnMapping.mode"] = "name"
-    schema = ddl(SCHEMA)
     deltamerge.write(
-        spark.createDataFrame(list(initial), schema).repartition(files),
+        spark.createDataFrame(list(initial), ddl(SCHEMA)).repartition(files),
         path,
         partition_by=["tag"] if partitioned else None,
         configuration=conf,
     )
     deltamerge.register_table(spark, "target", path)
-    model = Counter(initial)
-    versions = {0: model}
+    schema, model = SCHEMA, Counter(initial)  # the table's columns (SCHEMA4 once evolved), rows
+    versions = {0: (schema, model)}
     layout = f"dv={dv} partitioned={partitioned} column_mapping={column_mapping} files={files}"
     log = [f"table: {layout} rows={initial}"]
     table = DeltaTable.forPath(spark, path)
@@ -208,16 +217,36 @@ def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping
     for n, step in enumerate(plan):
         kind = step[0]
         before_version = table.history(1).collect()[0]["version"]
+        new_schema = schema
         what = f"step {n} {step[0]}"
-        if kind == "merge":
-            _, case, via_sql, variant = step
-            case = dataclasses.replace(case, target_rows=tuple(model.elements()))
-            log.append(f"{what}: {'SQL' if via_sql else 'builder'} {variant}: {render_sql_merge(case)}")
+        if kind in ("merge", "evolve"):
+            if kind == "merge":
+                _, case, how, variant, extras = step
+                if schema == SCHEMA4:  # the source has the evolved column too
+                    source = tuple((*r, x) for r, x in zip(case.source_rows, extras, strict=False))
+                    case = dataclasses.replace(
+                        case, target_schema=SCHEMA4, source_schema=SCHEMA4, source_rows=source
+                    )
+            else:
+                _, source, how = step
+                variant, new_schema = "default", SCHEMA4
+                case = oracle.MergeCase(
+                    target_schema=SCHEMA4,
+                    source_schema=SCHEMA4,
+                    target_rows=(),
+                    source_rows=source,
+                    on=oracle.eq(oracle.t("key"), oracle.s("key")),
+                    clauses=(oracle.matched_update_all(), oracle.not_matched_insert_all()),
+                )
+            target_rows = _project(model, schema, new_schema)
+            case = dataclasses.replace(case, target_rows=tuple(target_rows.elements()))
+            log.append(f"{what}: {how} {variant}: {render_sql_merge(case)}")
             expected = oracle.run_case(case)
             if expected.error is not None and expected.error != oracle.MULTIPLE_MATCH:
                 continue  # grammar errors: the analysis tests cover them
             try:
-                counters = tuple(int(v) for v in _merge(spark, path, case, via_sql, variant).collect()[0])
+                result = _merge(spark, path, case, how, variant, evolve=kind == "evolve")
+                counters = tuple(int(v) for v in result.collect()[0])
                 error = None
             except Exception as exc:  # compared as a normalised error class
                 counters, error = None, normalize_error(exc)
@@ -227,10 +256,10 @@ def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping
             assert error == expected.error, f"{context}\nexpected error {expected.error}, got {error}"
             if error is not None:
                 assert table.history(1).collect()[0]["version"] == before_version, context
-                assert _rows_of(table.toDF()) == model, context
+                assert _rows_of(table.toDF(), schema) == model, context
                 continue
             assert counters == expected.counters, f"{context}\ncounters {counters} != {expected.counters}"
-            new_model = Counter(tuple(r[c] for c in ("key", "value", "tag")) for r in expected.rows or [])
+            new_model = Counter(tuple(r[c] for c, _ in new_schema) for r in expected.rows or [])
         elif kind == "delete":
             pred = PREDICATES[step[1]]
             log.append(f"{what}: DELETE WHERE {step[1]}")
@@ -241,13 +270,16 @@ def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping
             column, change = UPDATES[step[2]]
             log.append(f"{what}: UPDATE SET {column} = {step[2]} WHERE {step[1]}")
             table.update(step[1], {column: step[2]})
-            new_model = Counter(change(r) if pred(r) else r for r in model.elements())
+            new_model = Counter(change(r[:3]) + r[3:] if pred(r) else r for r in model.elements())
         elif kind == "append":
             log.append(f"{what}: APPEND {step[1]}")
             if not step[1]:
                 continue
-            deltamerge.write(spark.createDataFrame(list(step[1]), schema), path, mode="append")
-            new_model = model + Counter(step[1])
+            appended = _project(Counter(step[1]), SCHEMA, schema)
+            deltamerge.write(
+                spark.createDataFrame(list(appended.elements()), ddl(schema)), path, mode="append"
+            )
+            new_model = model + appended
         elif kind == "restore":
             earlier = sorted(v for v in versions if v < before_version)  # Delta refuses the latest
             if not earlier:
@@ -255,7 +287,7 @@ def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping
             target_version = earlier[step[1] % len(earlier)]
             log.append(f"{what}: RESTORE TO VERSION {target_version}")
             table.restoreToVersion(target_version)
-            new_model = versions[target_version]
+            new_schema, new_model = versions[target_version]
         elif kind == "purge":
             log.append(f"{what}: REORG APPLY (PURGE)")
             deltamerge.sql(spark, f"REORG TABLE delta.`{path}` APPLY (PURGE)")
@@ -266,29 +298,33 @@ def _check_sequence(spark, root, initial, files, dv, partitioned, column_mapping
             new_model = model
         context = "\n".join(log)
         version = table.history(1).collect()[0]["version"]
-        assert _rows_of(table.toDF()) == new_model, f"{context}\nexpected {new_model}"
+        assert [f.name for f in table.toDF().schema.fields] == [c for c, _ in new_schema], context
+        assert _rows_of(table.toDF(), new_schema) == new_model, f"{context}\nexpected {new_model}"
         if version == before_version:
             assert new_model == model, f"{context}\nno commit, but the rows changed"
             continue
         assert version == before_version + 1, context
-        changes = _changes(spark, path, version)
+        # The change data feed is read with the new version's schema.
+        changes = _changes(spark, path, version, new_schema)
         if kind in ("optimize", "purge"):
             assert not any(changes.values()), f"{context}\n{kind} recorded changes {changes}"
         else:
-            _check_changes(model, new_model, changes, context)
-        if kind == "merge":
+            _check_changes(_project(model, schema, new_schema), new_model, changes, context)
+        if kind in ("merge", "evolve"):
             metrics = table.history(1).collect()[0]["operationMetrics"]
             for key in ROW_METRICS:
                 assert int(metrics[key]) == expected.metrics[key], f"{context}\n{key}: {metrics[key]}"
-        model = new_model
-        versions[version] = model
+        event(f"committed: {kind}")  # --hypothesis-show-statistics: what the examples exercised
+        schema, model = new_schema, new_model
+        versions[version] = (schema, model)
 
     context = "\n".join(log)
-    for version, rows_then in versions.items():
-        assert _rows_of(deltamerge.read(spark, path, version=version)) == rows_then, (
+    for version, (schema_then, rows_then) in versions.items():
+        assert _rows_of(deltamerge.read(spark, path, version=version), schema_then) == rows_then, (
             f"{context}\nversion {version}"
         )
     # QueryBuilder (DataFusion) applies deletion vectors; to_pyarrow_table refuses such tables.
     query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(path))
-    peer = pa.table(query.execute("SELECT key, value, tag FROM t")).to_pylist()
-    assert Counter((r["key"], r["value"], r["tag"]) for r in peer) == model, f"{context}\ndelta-rs"
+    names = [c for c, _ in schema]
+    peer = pa.table(query.execute(f"SELECT {', '.join(names)} FROM t")).to_pylist()
+    assert Counter(tuple(r[c] for c in names) for r in peer) == model, f"{context}\ndelta-rs"

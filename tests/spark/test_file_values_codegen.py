@@ -20,25 +20,12 @@ from deltamerge import DeltaTable
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark import scan
 from merge_variants import VARIANTS
+from spark_settings import session_conf
 
 pytestmark = pytest.mark.spark
 
+# Compiled only, no fallback to the interpreter: the plans must run as generated code.
 CODEGEN = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}
-
-
-@contextlib.contextmanager
-def _conf(spark, conf):  # type: ignore[no-untyped-def]
-    before = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["codegen", "interpreted"])
@@ -47,7 +34,7 @@ def test_unlisted_files_read_null(spark, compiled):
     rows = [("x",), ("a",), ("b",), ("y",), ("b",), (None,), ("a",)]
     df = spark.createDataFrame(rows, f"{scan.FILE_COL} string").coalesce(1)
     values = {"base": ("BIGINT", [100, 200]), "name": ("STRING", ["first", None])}
-    with _conf(spark, CODEGEN if compiled else {}):
+    with session_conf(spark, CODEGEN if compiled else {}):
         out, exprs = scan.file_values(df, ["a", "b"], values, inner=False)
         got = [tuple(r) for r in out.selectExpr(scan.FILE_COL, exprs["base"], exprs["name"]).collect()]
         kept, exprs = scan.file_values(df, ["a", "b"], values, inner=True)
@@ -106,8 +93,8 @@ def test_dv_merge_with_respelt_paths_compiled(spark, tmp_path, monkeypatch, clau
             if variant == "default":
                 stack.enter_context(monkeypatch.context())
                 _respell(monkeypatch)
-                stack.enter_context(_conf(spark, CODEGEN))
-            stack.enter_context(_conf(spark, VARIANTS[variant]))
+                stack.enter_context(session_conf(spark, CODEGEN))
+            stack.enter_context(session_conf(spark, VARIANTS[variant]))
             merge = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
             for name, *args in clauses:
                 merge = getattr(merge, name)(*args)
