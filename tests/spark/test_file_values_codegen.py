@@ -91,8 +91,7 @@ def test_dv_merge_with_respelt_paths_compiled(spark, tmp_path, monkeypatch, clau
         )
         with contextlib.ExitStack() as stack:
             if variant == "default":
-                stack.enter_context(monkeypatch.context())
-                _respell(monkeypatch)
+                _respell(stack.enter_context(monkeypatch.context()))  # undone after this merge
                 stack.enter_context(session_conf(spark, CODEGEN))
             stack.enter_context(session_conf(spark, VARIANTS[variant]))
             merge = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
