@@ -58,8 +58,6 @@ Schema = tuple[tuple[str, str], ...]
 ROW_METRICS = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
 _COUNTER = itertools.count()
 
-Row = tuple[Any, Any, Any]
-
 
 def _is(v: Any, op: str, k: Any) -> bool:
     """SQL comparison that is TRUE (NULL is not)."""
