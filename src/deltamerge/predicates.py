@@ -8,7 +8,7 @@ Delta rejects in conditions (non-deterministic functions, aggregates, subqueries
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import ClassVar, cast
 
 import sqlglot
 from sqlglot import exp
@@ -33,12 +33,22 @@ class _Generator(_SparkGenerator):  # type: ignore[misc,valid-type]
         return self.binary(expression, "COLLATE")
 
 
-class DeltamergeSpark(Spark):
-    """SQLGlot's Spark dialect, with what its generator writes for older Sparks put right for
-    Spark 4: it drops ``parse_json`` (leaving the JSON text, a STRING, where a VARIANT was meant),
-    writes ``localtimestamp()`` as the bare keyword Spark does not know, and turns
-    ``collate(x, 'name')`` into ``x COLLATE 'name'``, which Spark does not parse."""
+class _Tokenizer(Spark.Tokenizer):  # type: ignore[misc,name-defined]
+    # Spark 4 reads a doubled quote inside a literal as one quote ('it''s' is "it's"); SQLGlot's
+    # Spark reads two adjacent literals and concatenates them ("its"), silently.
+    STRING_ESCAPES: ClassVar[list[str]] = ["\\", "'", '"']
+    # Spark's raw strings (r'a\b') keep every character; a quote ends them.
+    STRING_ESCAPES_ALLOWED_IN_RAW_STRINGS = False
 
+
+class DeltamergeSpark(Spark):
+    """SQLGlot's Spark dialect, with what it gets wrong for Spark 4 put right: its tokenizer reads
+    ``'it''s'`` as two literals (Spark 4: one, with a quote), and its generator drops
+    ``parse_json`` (leaving the JSON text, a STRING, where a VARIANT was meant), writes
+    ``localtimestamp()`` as the bare keyword Spark does not know, and turns ``collate(x, 'name')``
+    into ``x COLLATE 'name'``, which Spark does not parse."""
+
+    Tokenizer = _Tokenizer
     Generator = _Generator
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
+import deltamerge
+from deltamerge import DeltaTable
 from deltamerge.predicates import DIALECT
 
 pytestmark = pytest.mark.spark
@@ -57,6 +59,19 @@ EXPRESSIONS = [
     "X'0102'",
     "to_utc_timestamp(TIMESTAMP'2020-01-01 00:00:00', 'Asia/Seoul')",
     "equal_null(1, NULL)",
+    # Spark 4 reads a doubled quote in a literal as one quote; SQLGlot's Spark, as two literals
+    "'it''s'",
+    "'a''''b'",
+    "''''",
+    "'' || ''",
+    '"say ""hi"""',
+    '"it\'s"',
+    "'a\"'",
+    "\"a''b\"",
+    "'a' 'b'",
+    r"'it\'s'",
+    r"r'a\b'",
+    "'x''y' LIKE 'x''%'",
 ]
 
 
@@ -70,3 +85,29 @@ def test_round_trip_keeps_the_meaning(spark) -> None:  # type: ignore[no-untyped
         (e, r, a, b) for e, r, a, b in zip(EXPRESSIONS, rewritten, original, again, strict=True) if a != b
     ]
     assert not diffs
+
+
+def test_doubled_quotes_reach_the_table(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """'O''Brien' is O'Brien in every statement deltamerge parses (it was OBrien: SQLGlot's Spark
+    concatenated the two halves), in the builder's strings too."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "O'Brien"), (2, "x"), (3, "y")], "id INT, name STRING"), path)
+    table = f"delta.`{path}`"
+    deltamerge.sql(
+        spark,
+        f"MERGE INTO {table} t USING (SELECT 1 AS id, 'it''s' AS v UNION ALL SELECT 4, 'D''Arcy') s "
+        "ON t.id = s.id AND t.name = 'O''Brien' "
+        "WHEN MATCHED THEN UPDATE SET name = s.v || ' ''ok''' "
+        "WHEN NOT MATCHED AND s.v = 'D''Arcy' THEN INSERT (id, name) VALUES (s.id, s.v || '''')",
+    )
+    deltamerge.sql(spark, f"UPDATE {table} SET name = 'Mc''Coy' WHERE name = 'x'")
+    deltamerge.sql(spark, f"DELETE FROM {table} WHERE name = \"y\" OR name = 'it''s'")
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(spark.createDataFrame([(2,)], "id INT").alias("s"), "t.id = s.id AND t.name = 'Mc''Coy'")
+        .whenMatchedUpdate(condition="t.name <> 'it''s'", set={"name": "concat(t.name, '''s')"})
+        .execute()
+    )
+    rows = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+    assert rows == [(1, "it's 'ok'"), (2, "Mc'Coy's"), (4, "D'Arcy'")]
