@@ -7,22 +7,142 @@ Delta rejects in conditions (non-deterministic functions, aggregates, subqueries
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import exp, transforms
+from sqlglot.dialects.dialect import groupconcat_sql
 from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ErrorLevel, UnsupportedError
 from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.generator import Generator
+from sqlglot.tokens import TokenType
 
-from deltamerge.errors import ParseError
+from deltamerge.errors import AnalysisError, ParseError
 
 # The dialect's generator class (SQLGlot has moved it between modules across versions).
-_SparkGenerator: type = Spark.Generator
+_SparkGenerator: Any = Spark.Generator
+_SparkParser: Any = Spark.Parser
+_SparkTokenizer: Any = Spark.Tokenizer
 
 
-class _Generator(_SparkGenerator):  # type: ignore[misc,valid-type]
+def _instr(gen: Generator, e: exp.StrPosition) -> str:
+    # Spark 4's instr(str, substr, pos, occurrence); SQLGlot's LOCATE drops the occurrence.
+    if e.args.get("occurrence") is None:
+        return cast(str, _SparkGenerator.TRANSFORMS[exp.StrPosition](gen, e))
+    position = e.args.get("position") or exp.Literal.number(1)
+    return gen.func("INSTR", e.this, e.args.get("substr"), position, e.args.get("occurrence"))
+
+
+def _listagg(gen: Generator, e: exp.GroupConcat) -> str:
+    # Spark's listagg(x) / string_agg(x) join with no separator; SQLGlot writes ',' in.
+    return groupconcat_sql(gen, e, sep=None)
+
+
+def _json_extract(gen: Generator, e: exp.JSONExtract) -> str:
+    # Spark 4's semi-structured extraction v:a.b[0] (a VARIANT); SQLGlot's Spark writes
+    # get_json_object, which takes a JSON string.
+    if not e.args.get("variant_extract"):
+        return cast(str, _SparkGenerator.TRANSFORMS[exp.JSONExtract](gen, e))
+    path = ""
+    for part in e.expression.expressions:
+        if isinstance(part, exp.JSONPathRoot):
+            continue
+        if isinstance(part, exp.JSONPathSubscript) and isinstance(part.this, int):
+            path += f"[{part.this}]"
+        elif isinstance(part, exp.JSONPathKey) and isinstance(part.this, str):
+            key = part.this
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                path += f"{'.' if path else ''}{key}"
+            else:
+                path += "['" + key.replace("\\", "\\\\").replace("'", "\\'") + "']"
+        else:
+            gen.unsupported(f"The path part {part.sql()} of a VARIANT extraction")
+    return f"{gen.sql(e, 'this')}:{path}"
+
+
+def _by(name: str) -> Callable[[Generator, exp.Expression], str]:
+    # max_by(x, y, n) / min_by(x, y, n) of Spark 4 keep their count; SQLGlot drops it.
+    def sql(gen: Generator, e: exp.Expression) -> str:
+        return gen.func(name, e.this, e.expression, e.args.get("count"))
+
+    return sql
+
+
+class _Generator(_SparkGenerator):  # type: ignore[misc]
     PARSE_JSON_NAME = "PARSE_JSON"
+    # Spark 4 has TIME (SQLGlot's Spark writes TIMESTAMP, as for Spark 3).
+    TYPE_MAPPING: ClassVar[dict[Any, str]] = {
+        **_SparkGenerator.TYPE_MAPPING,
+        exp.DataType.Type.TIME: "TIME",
+    }
+    TRANSFORMS: ClassVar[dict[type[exp.Expression], Callable[..., str]]] = {
+        k: v
+        for k, v in {
+            **_SparkGenerator.TRANSFORMS,
+            exp.StrPosition: _instr,
+            exp.GroupConcat: _listagg,
+            exp.ArgMax: _by("MAX_BY"),
+            exp.ArgMin: _by("MIN_BY"),
+            # percentile_cont / percentile_disc (p) WITHIN GROUP (ORDER BY x) are exact in Spark 4;
+            # SQLGlot's Spark turns them into percentile_approx.
+            exp.WithinGroup: None,
+            # Spark 4 has QUALIFY; SQLGlot's Spark wraps the query in one more, whose SELECT *
+            # carries the window's value out as an extra column (_w).
+            exp.Select: transforms.preprocess(
+                [
+                    transforms.eliminate_distinct_on,
+                    transforms.unnest_to_explode,
+                    transforms.any_to_exists,
+                ]
+            ),
+            exp.JSONExtract: _json_extract,
+            # Spark's levenshtein(a, b, threshold): SQLGlot reads the third argument as a cost.
+            exp.Levenshtein: lambda gen, e: gen.func(
+                "LEVENSHTEIN", e.this, e.expression, e.args.get("ins_cost") or e.args.get("max_dist")
+            ),
+        }.items()
+        if v is not None
+    }
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        # What SQLGlot cannot write for Spark it would drop with a warning (an argument, a clause),
+        # silently changing the statement's meaning; refuse instead.
+        kwargs.setdefault("unsupported_level", ErrorLevel.RAISE)
+        super().__init__(*args, **kwargs)
+
+    def generate(self, expression: exp.Expression, copy: bool = True) -> str:
+        try:
+            return cast(str, super().generate(expression, copy))
+        except UnsupportedError as e:
+            reason = str(e).rstrip(".")
+            raise AnalysisError(
+                f"deltamerge rewrites the statement's expressions before Spark runs them and cannot "
+                f"write this one back unchanged: {reason}. Rewrite it with other Spark functions, or "
+                "compute it in the source query.",
+                error_class="UNSUPPORTED_EXPR_FOR_OPERATOR",
+            ) from None
+
+    def tochar_sql(self, expression: exp.ToChar) -> str:
+        # to_char(x, format) formats numbers, dates and binaries in Spark 4; SQLGlot writes a cast.
+        if expression.args.get("format") is None:
+            return cast(str, super().tochar_sql(expression))
+        return self.func("TO_CHAR", expression.this, expression.args.get("format"))
+
+    def cast_sql(self, expression: exp.Cast, safe_prefix: str | None = None) -> str:
+        # TIME '12:30' is a literal in Spark 4 even where CAST(... AS TIME) needs
+        # spark.sql.timeType.enabled.
+        literal = expression.this
+        if (
+            expression.to.is_type(exp.DataType.Type.TIME)
+            and isinstance(literal, exp.Literal)
+            and literal.is_string
+            and not safe_prefix
+        ):
+            return f"TIME {self.sql(literal)}"
+        return cast(str, super().cast_sql(expression, safe_prefix))
 
     def localtimestamp_sql(self, expression: exp.Localtimestamp) -> str:
         return self.func("LOCALTIMESTAMP", expression.this)
@@ -33,12 +153,25 @@ class _Generator(_SparkGenerator):  # type: ignore[misc,valid-type]
         return self.binary(expression, "COLLATE")
 
 
-class _Tokenizer(Spark.Tokenizer):  # type: ignore[misc,name-defined]
+class _Tokenizer(_SparkTokenizer):  # type: ignore[misc]
     # Spark 4 reads a doubled quote inside a literal as one quote ('it''s' is "it's"); SQLGlot's
     # Spark reads two adjacent literals and concatenates them ("its"), silently.
     STRING_ESCAPES: ClassVar[list[str]] = ["\\", "'", '"']
     # Spark's raw strings (r'a\b') keep every character; a quote ends them.
     STRING_ESCAPES_ALLOWED_IN_RAW_STRINGS = False
+
+
+class _Parser(_SparkParser):  # type: ignore[misc]
+    # v:a.b[0] extracts from a VARIANT in Spark 4 (SQLGlot's Spark reads ``v AS :a``).
+    COLON_IS_VARIANT_EXTRACT = True
+
+    def _parse_value(self, values: bool = True) -> exp.Tuple | None:
+        # VALUES 1, 2 AS s(id): one row per bare value. SQLGlot's Spark reads ``2 AS s`` as the last
+        # value, aliased, and the table's alias is lost.
+        if self._curr is not None and self._curr.token_type != TokenType.L_PAREN:
+            value = self._parse_assignment()
+            return exp.Tuple(expressions=[value]) if value is not None else None
+        return cast("exp.Tuple | None", super()._parse_value(values))
 
 
 class DeltamergeSpark(Spark):
@@ -49,6 +182,7 @@ class DeltamergeSpark(Spark):
     into ``x COLLATE 'name'``, which Spark does not parse."""
 
     Tokenizer = _Tokenizer
+    Parser = _Parser
     Generator = _Generator
 
 
