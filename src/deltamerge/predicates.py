@@ -402,7 +402,11 @@ def has_window(node: exp.Expression) -> bool:
 
 def has_subquery(node: exp.Expression) -> bool:
     """True when the expression contains a subquery (scalar, IN or EXISTS)."""
-    return node.find(exp.Subquery, exp.Exists, exp.Select) is not None
+    # SQLGlot writes the higher-order exists(array, x -> ...) as an Exists, with its lambda
+    return any(
+        not (isinstance(found, exp.Exists) and isinstance(found.expression, exp.Lambda))
+        for found in node.find_all(exp.Subquery, exp.Exists, exp.Select)
+    )
 
 
 def unparen(node: exp.Expr) -> exp.Expr:

@@ -406,6 +406,12 @@ def test_temporal_literals_and_extract_value_in_column_arguments(connect_spark, 
     assert _temporal_merge(connect_spark, str(tmp_path / "t")) == TEMPORAL_EXPECTED
 
 
+def test_lambdas_and_try_cast_in_column_arguments(connect_spark, tmp_path):
+    from builder_columns import HIGHER_ORDER_EXPECTED, higher_order_merge
+
+    assert higher_order_merge(connect_spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
+
+
 def test_pre_resolved_columns_in_the_builder(connect_spark, path):
     """df["col"] Columns carry their DataFrame's plan id on Connect: target ones come from
     DeltaTable.toDF(), source ones from the source (Delta's "pre-resolved exprs" cases)."""

@@ -112,3 +112,11 @@ def test_quotes_and_backslashes_reach_spark_intact(spark, tmp_path, spark_conf, 
             .execute()
         )  # fmt: skip
         assert sorted((r.id, r.s) for r in deltamerge.read(spark, structs).collect()) == [(1, odd), (2, "21")]
+
+
+def test_lambdas_and_try_cast_in_column_arguments(spark, tmp_path):
+    """F.transform(c, lambda x: ...) and the other higher-order functions, and Column.try_cast
+    (it was a CAST: an ANSI error for a bad value where try_cast gives NULL)."""
+    from builder_columns import HIGHER_ORDER_EXPECTED, higher_order_merge
+
+    assert higher_order_merge(spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED

@@ -396,3 +396,23 @@ def test_qualify_and_bare_values_in_a_merge_source(spark, tmp_path) -> None:  # 
     table = deltamerge.read(spark, path)
     assert table.columns == ["id", "v"]
     assert sorted(tuple(r) for r in table.collect()) == [(1, "y"), (3, "z"), (4, "5")]
+
+
+def test_higher_order_exists_is_not_a_subquery(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """exists(array, x -> ...) in a clause condition (SQLGlot parses it as an EXISTS) was refused
+    with DELTA_UNSUPPORTED_SUBQUERY; a real EXISTS subquery still is."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING"), path)
+    source = "(SELECT * FROM VALUES (1, array(1, 5)), (2, array(2)) AS s(id, arr)) s"
+    deltamerge.sql(
+        spark,
+        f"MERGE INTO delta.`{path}` t USING {source} ON t.id = s.id "
+        "WHEN MATCHED AND exists(s.arr, x -> x > 4) THEN UPDATE SET v = 'big'",
+    )
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "big"), (2, "b")]
+    with pytest.raises(AnalysisError, match="DELTA_UNSUPPORTED_SUBQUERY"):
+        deltamerge.sql(
+            spark,
+            f"MERGE INTO delta.`{path}` t USING {source} ON t.id = s.id "
+            "WHEN MATCHED AND EXISTS (SELECT 1) THEN DELETE",
+        )

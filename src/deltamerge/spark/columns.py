@@ -12,6 +12,7 @@ import contextlib
 import datetime as _dt
 import decimal
 import math
+import re
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -118,6 +119,17 @@ def _function_sql(name: str, args: list[str], distinct: bool = False) -> str:
     return f"{name}({prefix}{', '.join(args)})"
 
 
+def _lambda_name(name: str) -> str:
+    # PySpark names a Python lambda's parameters x_1, y_2, ...
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else _quote_ident(name)
+
+
+def _lambda_sql(names: list[str], body: str) -> str:
+    # F.transform(c, lambda x: ...) and the other higher-order functions
+    params = names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+    return f"{params} -> {body}"
+
+
 def _unsupported(kind: str) -> AnalysisError:
     return AnalysisError(
         f"Cannot use a Column built from {kind} in a MERGE expression; "
@@ -159,7 +171,14 @@ def _classic_sql(node: Any) -> str:
         args = [_classic_sql(a) for a in _seq(node.arguments())]
         return _function_sql(node.functionName(), args, bool(node.isDistinct()))
     if kind == "Cast":
-        return f"CAST({_classic_sql(node.child())} AS {node.dataType().sql()})"
+        mode = node.evalMode()
+        cast = "TRY_CAST" if mode.isDefined() and "Try" in mode.get().getClass().getName() else "CAST"
+        return f"{cast}({_classic_sql(node.child())} AS {node.dataType().sql()})"
+    if kind == "LambdaFunction":
+        names = [_lambda_name(str(a.name())) for a in _seq(node.arguments())]
+        return _lambda_sql(names, _classic_sql(node.function()))
+    if kind == "UnresolvedNamedLambdaVariable":
+        return _lambda_name(str(node.name()))
     if kind == "Alias":
         return _classic_sql(node.child())
     if kind == "UnresolvedExtractValue":
@@ -232,7 +251,13 @@ def _connect_sql(expr: Any) -> str:
     if kind == "CastExpression":
         dt = expr._data_type
         type_sql = dt if isinstance(dt, str) else dt.simpleString()
-        return f"CAST({_connect_sql(expr._expr)} AS {type_sql})"
+        cast = "TRY_CAST" if getattr(expr, "_eval_mode", None) == "try" else "CAST"
+        return f"{cast}({_connect_sql(expr._expr)} AS {type_sql})"
+    if kind == "LambdaFunction":
+        names = [_lambda_name(".".join(a._name_parts)) for a in expr._arguments]
+        return _lambda_sql(names, _connect_sql(expr._function))
+    if kind == "UnresolvedNamedLambdaVariable":
+        return _lambda_name(".".join(expr._name_parts))
     if kind == "ColumnAlias":
         return _connect_sql(expr._child)
     if kind == "UnresolvedExtractValue":
