@@ -210,12 +210,13 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     ):
         return None
     path, _alias, _name = table_node(target)
-    if target.args.get("partition") is not None or statement.args.get("where") is not None:
-        raise UnsupportedOperationError(
-            "INSERT with a PARTITION clause or REPLACE WHERE is not supported by deltamerge; put the "
-            "partition values in the query's columns."
-        )
+    static, options = _insert_partitions(spark, path, statement)
     query = statement.expression
+    source = statement.args.get("source")
+    if query is None and isinstance(source, exp.Table):  # INSERT INTO t TABLE s
+        query = exp.select("*").from_(source)
+    if query is None:
+        raise ParseError(f"INSERT without a query: {text.strip()[:200]!r}. Add VALUES or a SELECT.")
     if isinstance(query, exp.Values | exp.Select):
         from deltamerge.column_defaults import with_defaults
         from deltamerge.io import snapshot_for
@@ -226,14 +227,74 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     data = sql_with_delta_tables(spark, prefix + query.sql(dialect=DIALECT))
     from deltamerge.configure.writes import insert_rows
 
+    if static:  # PARTITION (p = 'v'): the query gives the other columns, the clause p
+        from pyspark.sql import functions as F
+
+        if columns is None and not statement.args.get("by_name"):
+            columns = [c for c in _table_columns(path) if c.lower() not in {k.lower() for k in static}]
+        if columns is not None:
+            columns = [*columns, *static]
+        data = data.select("*", *[F.expr(value).alias(name) for name, value in static.items()])
     insert_rows(
         data,
         path,
         columns=columns,
         by_name=bool(statement.args.get("by_name")),
-        overwrite=bool(statement.args.get("overwrite")),
+        overwrite=bool(statement.args.get("overwrite")) or "replaceWhere" in options,
+        options=options,
     )
     return empty_frame(spark)
+
+
+def _table_columns(path: str) -> list[str]:
+    from deltamerge.io import snapshot_for
+    from deltamerge.spark.types import to_spark_schema
+
+    return [f.name for f in to_spark_schema(snapshot_for(path).metadata.schema_string).fields]
+
+
+def _insert_partitions(
+    spark: SparkSession, path: str, statement: exp.Insert
+) -> tuple[dict[str, str], dict[str, str]]:
+    """({partition column: value SQL} of a PARTITION clause, the write's options) of an INSERT.
+
+    ``REPLACE WHERE cond`` overwrites the rows matching ``cond`` (Delta's replaceWhere);
+    ``INSERT OVERWRITE ... PARTITION (p = 'v')`` overwrites partition p = 'v' only, unless some
+    partition columns have no value and spark.sql.sources.partitionOverwriteMode is dynamic (then
+    the partitions the rows fall into are replaced, as in Delta)."""
+    from deltamerge.io import snapshot_for
+
+    target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+    partition = target.args.get("partition")
+    where = statement.args.get("where")
+    if where is not None:
+        if partition is not None:
+            raise ParseError(
+                "INSERT ... REPLACE WHERE takes no PARTITION clause; put the values in the query."
+            )
+        return {}, {"replaceWhere": to_sql(where)}
+    if partition is None:
+        return {}, {}
+    partition_columns = {c.lower(): c for c in snapshot_for(path).metadata.partition_columns}
+    static: dict[str, str] = {}
+    for item in partition.expressions:
+        column = item.this if isinstance(item, exp.EQ) else item
+        name = column.name if isinstance(column, exp.Column | exp.Identifier) else to_sql(column)
+        if name.lower() not in partition_columns:
+            raise AnalysisError(
+                f"PARTITION clause cannot contain the non-partition column: `{name}`. The table's "
+                f"partition columns are {', '.join(partition_columns.values()) or 'none'}.",
+                error_class="NON_PARTITION_COLUMN",
+            )
+        if isinstance(item, exp.EQ):
+            static[partition_columns[name.lower()]] = to_sql(item.expression)
+    dynamic = spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static") or "static"
+    if not statement.args.get("overwrite") or not static:
+        return static, {}
+    if len(static) < len(partition_columns) and dynamic.lower() == "dynamic":
+        return static, {}
+    condition = " AND ".join(f"`{name}` = {value}" for name, value in static.items())
+    return static, {"replaceWhere": condition}
 
 
 def _column(node: exp.ColumnDef) -> StructField:

@@ -211,6 +211,35 @@ def test_insert_into_and_overwrite(spark, people):
     assert RsTable(people).to_pyarrow_table().to_pylist() == [{"id": 1, "name": "one", "p": "1"}]
 
 
+def test_insert_with_partition_clauses_and_replace_where(spark, spark_conf, people):
+    """INSERT ... PARTITION (p = v) takes p from the clause and the other columns from the query;
+    INSERT OVERWRITE ... PARTITION (p = v) replaces that partition only; REPLACE WHERE replaces the
+    rows matching its condition (rows outside it are refused, as by Delta's replaceWhere);
+    ``TABLE t`` is a query. Before, all but the last were refused (DELTA_UNSUPPORTED_OPERATION) and
+    ``TABLE t`` failed with a Python AttributeError."""
+    _sql(spark, "INSERT INTO people PARTITION (p = '2') VALUES (20, 'a')")
+    _sql(spark, "INSERT INTO people PARTITION (p = '2') (name, id) SELECT 'b', 21")
+    _sql(spark, "INSERT OVERWRITE people PARTITION (p = '0') SELECT 30, 'c'")
+    assert _rows(spark, "SELECT id, name, p FROM people WHERE p <> '1'") == [
+        (20, "a", "2"),
+        (21, "b", "2"),
+        (30, "c", "0"),
+    ]
+    assert _rows(spark, "SELECT count(*) FROM people WHERE p = '1'") == [(4,)]
+    _sql(spark, "INSERT INTO people REPLACE WHERE p = '2' AND id > 20 SELECT 22, 'd', '2'")
+    assert _rows(spark, "SELECT id, name FROM people WHERE p = '2'") == [(20, "a"), (22, "d")]
+    with pytest.raises(DeltaMergeError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+        _sql(spark, "INSERT INTO people REPLACE WHERE p = '2' SELECT 23, 'e', '0'")
+    with pytest.raises(DeltaMergeError, match="NON_PARTITION_COLUMN"):
+        _sql(spark, "INSERT INTO people PARTITION (name = 'x') SELECT 24, '0'")
+    spark_conf({"spark.sql.sources.partitionOverwriteMode": "dynamic"})
+    _sql(spark, "INSERT OVERWRITE people PARTITION (p) SELECT 40, 'f', '2'")  # only partition 2
+    assert _rows(spark, "SELECT p, count(*) FROM people GROUP BY p") == [("0", 1), ("1", 4), ("2", 1)]
+    _sql(spark, f"INSERT INTO people TABLE delta.`{people}`")
+    assert _rows(spark, "SELECT count(*) FROM people") == [(12,)]
+    assert RsTable(people).to_pyarrow_table().num_rows == 12
+
+
 def test_empty_schema_target(spark, spark_conf, tmp_path):
     """Delta's MergeIntoEmptySchemaTargetSuite: CREATE TABLE without columns makes a table with an empty
     schema; MERGE into it fails without schema evolution and adopts the source schema with it."""
