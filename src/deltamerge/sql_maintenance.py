@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from deltamerge.errors import AnalysisError, ParseError, UnsupportedOperationError
+from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError, UnsupportedOperationError
 from deltamerge.identifiers import QUALIFIED
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.log.paths import table_root
+from deltamerge.log.snapshot import DeltaLog
 from deltamerge.sql_common import (
     FLAGS,
     TABLE_REF,
@@ -212,14 +213,48 @@ def _convert(spark: SparkSession, m: re.Match[str]) -> DataFrame:
     return empty_frame(spark)
 
 
-HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], DataFrame | None]]] = [
-    (_HISTORY, _history),
+_Handler = Callable[[SparkSession, re.Match[str]], DataFrame | None]
+
+
+def _spark_knows(spark: SparkSession, parts: list[str]) -> bool:
+    try:
+        return bool(spark.catalog.tableExists(".".join(f"`{p.replace('`', '``')}`" for p in parts)))
+    except Exception:  # a name Spark cannot parse names nothing it knows
+        return False
+
+
+def _delta_only(operation: str, handler: _Handler) -> _Handler:
+    """``handler``, with Delta's ``DELTA_TABLE_ONLY_OPERATION`` for a path or a name that exists but
+    holds no Delta table (a name that names nothing stays ``TABLE_OR_VIEW_NOT_FOUND``)."""
+
+    def run(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
+        try:
+            return handler(spark, m)
+        except TableNotFoundError as e:
+            path, parts = table_reference(m.group("table"))
+            if path is not None and not DeltaLog.for_table(path).exists():
+                name = "`" + path.replace("`", "``") + "`"  # Delta's DeltaTableIdentifier
+            elif path is None and e.error_class == "TABLE_OR_VIEW_NOT_FOUND" and _spark_knows(spark, parts):
+                name = ".".join("`" + p.replace("`", "``") + "`" for p in parts)
+            else:
+                raise
+            raise TableNotFoundError(
+                f"{name} is not a Delta table. {operation} is only supported for Delta tables.",
+                error_class="DELTA_TABLE_ONLY_OPERATION",
+                sql_state="0AKDD",
+            ) from None
+
+    return run
+
+
+HANDLERS: list[tuple[re.Pattern[str], _Handler]] = [
+    (_HISTORY, _delta_only("DESCRIBE HISTORY", _history)),
     (_DETAIL, _detail),
-    (_VACUUM, _vacuum),
-    (_RESTORE, _restore),
-    (_OPTIMIZE, _optimize),
-    (_REORG, _reorg),
+    (_VACUUM, _delta_only("VACUUM", _vacuum)),
+    (_RESTORE, _delta_only("RESTORE", _restore)),
+    (_OPTIMIZE, _delta_only("OPTIMIZE", _optimize)),
+    (_REORG, _delta_only("REORG", _reorg)),
     (_CONVERT, _convert),
-    (_GENERATE, _generate),
+    (_GENERATE, _delta_only("GENERATE", _generate)),
     (_CLONE, _clone),
 ]

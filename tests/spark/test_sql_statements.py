@@ -656,3 +656,27 @@ def test_sql_args_and_format_fields(spark, tmp_path):
     assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "it's", 1.5)]
     with pytest.raises(DeltaMergeError, match="UNBOUND_SQL_PARAMETER"):
         _sql(spark, f"DELETE FROM delta.`{path}` WHERE id = :missing", {"other": 1})
+
+
+def test_maintenance_on_what_is_not_a_delta_table(spark, tmp_path):
+    """Delta's DELTA_TABLE_ONLY_OPERATION for a path without a Delta table and for a name Spark
+    knows that is not one (a parquet view); a name that names nothing stays TABLE_OR_VIEW_NOT_FOUND."""
+    plain = str(tmp_path / "plain")
+    spark.range(2).write.parquet(plain)
+    spark.read.parquet(plain).createOrReplaceTempView("plain_view")
+    try:
+        for statement in ("DESCRIBE HISTORY {}", "VACUUM {}", "OPTIMIZE {}", "RESTORE {} TO VERSION AS OF 0"):
+            operation = statement.split(" {}")[0].replace(" TO VERSION AS OF 0", "")
+            with pytest.raises(TableNotFoundError, match="DELTA_TABLE_ONLY_OPERATION") as err:
+                _sql(spark, statement.format(f"delta.`{plain}`"))
+            assert err.value.sql_state == "0AKDD"
+            assert str(err.value).endswith(
+                f"`{plain}` is not a Delta table. {operation} is only supported for Delta tables."
+            )
+            with pytest.raises(TableNotFoundError, match=r"DELTA_TABLE_ONLY_OPERATION\] `plain_view` is not"):
+                _sql(spark, statement.format("plain_view"))
+            with pytest.raises(TableNotFoundError, match="TABLE_OR_VIEW_NOT_FOUND"):
+                _sql(spark, statement.format("no_such_view"))
+        assert not os.path.exists(os.path.join(plain, "_delta_log"))
+    finally:
+        spark.catalog.dropTempView("plain_view")
