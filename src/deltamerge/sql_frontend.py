@@ -80,9 +80,7 @@ def _clause(when: exp.When) -> MergeClause:
         for item in items:
             if not isinstance(item, exp.EQ):
                 raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
-            key = item.this
-            parts = _column_key(key) if isinstance(key, (exp.Column, exp.Dot)) else parse_key(to_sql(key))
-            assigns.append(Assignment(parts, item.expression))
+            assigns.append(Assignment(_target_key(item.this), item.expression))
         return MergeClause(kind, ActionType.UPDATE, condition, tuple(assigns))
     if isinstance(then, exp.Insert):
         if kind is not ClauseKind.NOT_MATCHED:
@@ -102,11 +100,21 @@ def _clause(when: exp.When) -> MergeClause:
                 error_class="DELTA_INSERT_COLUMN_ARITY_MISMATCH",
             )
         assigns = [
-            Assignment(_column_key(c) if isinstance(c, (exp.Column, exp.Dot)) else (c.name,), v)
+            Assignment(_target_key(c), v)
             for c, v in zip(cols, vals, strict=True)  # lengths checked above
         ]
         return MergeClause(kind, ActionType.INSERT, condition, tuple(assigns))
     raise ParseError(f"Unsupported MERGE action: {to_sql(then) if then is not None else 'none'}.")
+
+
+def _target_key(node: exp.Expression) -> tuple[str, ...]:
+    """The target column an UPDATE SET or INSERT column list names."""
+    if isinstance(node, (exp.Column, exp.Dot)):
+        return _column_key(node)
+    if isinstance(node, exp.Func) and not any(node.args.values()):
+        # a column named like a niladic function (current_date): SQLGlot reads the function
+        return (node.sql_name().lower(),)
+    return (node.name,) if node.name else parse_key(to_sql(node))
 
 
 def _column_key(node: exp.Column | exp.Dot) -> tuple[str, ...]:

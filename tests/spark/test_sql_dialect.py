@@ -416,3 +416,52 @@ def test_higher_order_exists_is_not_a_subquery(spark, tmp_path) -> None:  # type
             f"MERGE INTO delta.`{path}` t USING {source} ON t.id = s.id "
             "WHEN MATCHED AND EXISTS (SELECT 1) THEN DELETE",
         )
+
+
+_WORDY = [
+    "date",
+    "timestamp",
+    "user",
+    "key",
+    "value",
+    "order",
+    "year",
+    "current_date",
+    "current_timestamp",
+    "größe",
+]
+_QUOTED = ["a b", "a.b", "1col", "case"]
+
+
+@pytest.mark.parametrize("via", ["sql", "builder"])
+def test_columns_named_like_keywords_and_functions(spark, tmp_path, via: str) -> None:  # type: ignore[no-untyped-def]
+    """Column names SQLGlot reads as keywords or functions when bare (current_date was the niladic
+    function: an INSERT (id, current_date) named no column), and names that need backticks."""
+    names = [*_WORDY, *_QUOTED]
+    ref = {n: n if n in _WORDY else f"`{n}`" for n in names}
+    schema = "id INT, " + ", ".join(f"`{n}` STRING" for n in names)
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, *("a" for _ in names))], schema), path)
+    source = spark.createDataFrame([(1, *("z" for _ in names)), (2, *("w" for _ in names))], schema)
+    updates = {ref[n]: f"concat(s.{ref[n]}, t.{ref[n]})" for n in names}
+    inserts = {"id": "s.id", **{ref[n]: f"upper(s.{ref[n]})" for n in names}}
+    if via == "sql":
+        source.createOrReplaceTempView("wordy_source")
+        deltamerge.sql(
+            spark,
+            f"MERGE INTO delta.`{path}` t USING wordy_source s ON t.id = s.id AND s.{ref['date']} IS NOT NULL "
+            f"WHEN MATCHED AND t.{ref['order']} <> s.{ref['order']} THEN UPDATE SET "
+            + ", ".join(f"{k} = {v}" for k, v in updates.items())
+            + f" WHEN NOT MATCHED THEN INSERT ({', '.join(inserts)}) VALUES ({', '.join(inserts.values())})",
+        )
+        spark.catalog.dropTempView("wordy_source")
+    else:
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(source.alias("s"), f"t.id = s.id AND s.{ref['date']} IS NOT NULL")
+            .whenMatchedUpdate(f"t.{ref['order']} <> s.{ref['order']}", updates)
+            .whenNotMatchedInsert(values=inserts)
+            .execute()
+        )  # fmt: skip
+    rows = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+    assert rows == [(1, *("za" for _ in names)), (2, *("W" for _ in names))]
