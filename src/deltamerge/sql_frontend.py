@@ -21,7 +21,9 @@ from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
+from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import DIALECT, column_parts, to_sql
+from deltamerge.sql_common import path_of
 from deltamerge.sql_params import inline_identifiers, normalize_time_travel
 from deltamerge.sql_tables import sql_with_delta_tables
 
@@ -122,6 +124,38 @@ def _column_key(node: exp.Column | exp.Dot) -> tuple[str, ...]:
         return tuple(column_parts(node))
     except ValueError:
         raise ParseError(f"Expected a column name in the MERGE clause, found {to_sql(node)}.") from None
+
+
+def _qualify_target(statement: exp.Merge) -> None:
+    """Columns qualified by the unaliased target's full name (``default.people.id``,
+    ``delta.`/p`.id``, ``spark_catalog.default.people.id``) rewritten to the qualifier the merge
+    resolves (the table's name; for a path, the target's own), as Spark resolves them."""
+    table = statement.this
+    if not isinstance(table, exp.Table) or table.alias:
+        return
+    parts = [p.name for p in table.parts]
+    path = path_of(table)
+    if path is not None:  # delta.`/p`: the path is case-sensitive, the rest is not
+        forms, qualifier = [["delta", path], [path]], side_qualifier("target")
+    else:
+        full = ["spark_catalog", *parts] if len(parts) == 2 else parts
+        forms, qualifier = [full[i:] for i in range(len(full) - 1)], table.name
+
+    def same(a: list[str], b: list[str]) -> bool:
+        return all(x == y or (x.lower() == y.lower() and y != path) for x, y in zip(a, b, strict=True))
+
+    for clause_part in (statement.args.get("on"), statement.args.get("whens")):
+        if clause_part is None:
+            continue
+        for column in list(clause_part.find_all(exp.Column)):
+            nodes = [n for key in ("catalog", "db", "table") if (n := column.args.get(key)) is not None]
+            names = [n.name for n in nodes]
+            for form in forms:
+                if len(names) >= len(form) and same(names[: len(form)], form):
+                    rest = [exp.to_identifier(qualifier, quoted=True), *nodes[len(form) :], column.this]
+                    keys = ("this", "table", "db", "catalog")
+                    column.replace(exp.Column(**dict(zip(keys, reversed(rest), strict=False))))
+                    break
 
 
 def _check_sql_grammar(clauses: list[MergeClause]) -> None:
@@ -271,6 +305,7 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
         return None
     if not isinstance(statement, exp.Merge):
         return None
+    _qualify_target(statement)
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)
     path, target_alias, _name = _target(spark, statement.this)

@@ -465,3 +465,37 @@ def test_columns_named_like_keywords_and_functions(spark, tmp_path, via: str) ->
         )  # fmt: skip
     rows = sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
     assert rows == [(1, *("za" for _ in names)), (2, *("W" for _ in names))]
+
+
+def test_target_qualified_by_its_full_name(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An unaliased target's columns qualified by its whole name, as Spark resolves them:
+    ``delta.`/p`.id`` and ``spark_catalog.default.people.id`` (they were unresolved); an alias
+    hides the name, as in Spark."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a", 1), (2, "b", 2)], "id INT, v STRING, w INT"), path)
+    spark.createDataFrame([(1, "n", 5)], "id INT, v STRING, w INT").createOrReplaceTempView("qual_src")
+    deltamerge.register_table(spark, "qual_people", path)
+    try:
+        deltamerge.sql(
+            spark,
+            f"MERGE INTO delta.`{path}` USING qual_src s ON DELTA.`{path}`.id = s.id "
+            f"WHEN MATCHED THEN UPDATE SET v = concat(delta.`{path}`.v, `{path}`.v, s.v)",
+        )
+        deltamerge.sql(
+            spark,
+            "MERGE INTO spark_catalog.default.qual_people USING qual_src s "
+            "ON spark_catalog.default.qual_people.id = s.id WHEN MATCHED AND Default.QUAL_PEOPLE.w > 0 "
+            "THEN UPDATE SET w = default.qual_people.w + qual_people.w + s.w",
+        )
+        assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [
+            (1, "aan", 7),
+            (2, "b", 2),
+        ]
+        with pytest.raises(AnalysisError, match="DELTA_MERGE_UNRESOLVED_EXPRESSION"):
+            deltamerge.sql(
+                spark,
+                "MERGE INTO qual_people p USING qual_src s ON qual_people.id = s.id WHEN MATCHED THEN DELETE",
+            )
+    finally:
+        deltamerge.unregister_table(spark, "qual_people")
+        spark.catalog.dropTempView("qual_src")
