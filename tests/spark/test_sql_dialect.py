@@ -278,6 +278,16 @@ def _rows(spark, text: str) -> list[str]:  # type: ignore[no-untyped-def]
     return sorted(repr(tuple(r)) for r in spark.sql(text).collect())
 
 
+def _same_text(a: str, b: str) -> bool:
+    # equal up to the case of what is not quoted and the spacing around brackets and commas
+    def norm(text: str) -> str:
+        parts = re.split(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`)", text)
+        spaced = "".join(p if i % 2 else re.sub(r"([(),])", r" \1 ", p.lower()) for i, p in enumerate(parts))
+        return " ".join(spaced.split())
+
+    return norm(a) == norm(b)
+
+
 def test_round_trip_keeps_queries(spark) -> None:  # type: ignore[no-untyped-def]
     names = {r.viewName for r in spark.sql("SHOW VIEWS").collect()}
     assert not names & {"t", "u"}
@@ -293,6 +303,8 @@ def test_round_trip_keeps_queries(spark) -> None:  # type: ignore[no-untyped-def
         diffs = []
         for query in QUERIES:
             rewritten = sqlglot.transpile(query, read=DIALECT, write=DIALECT)[0]
+            if _same_text(query, rewritten):  # nothing rewritten but case and spacing
+                continue
             if _rows(spark, query) != _rows(spark, rewritten):
                 diffs.append((query, rewritten))
         assert not diffs
