@@ -121,3 +121,19 @@ def parse_properties(text: str, *, keys_only: bool) -> dict[str, str]:
         out[key] = "" if value is None else _unquote(value)
         pos = m.end()
     return out
+
+
+def target_key(node: exp.Expression) -> tuple[str, ...]:
+    """The table column (and nested field) an UPDATE SET or INSERT column list names."""
+    from deltamerge.merge.builder import parse_key
+    from deltamerge.predicates import column_parts, to_sql
+
+    if isinstance(node, (exp.Column, exp.Dot)):
+        try:
+            return tuple(column_parts(node))
+        except ValueError:
+            raise ParseError(f"Expected a column name, found {to_sql(node)}.") from None
+    if isinstance(node, exp.Func) and not any(node.args.values()):
+        # a column named like a niladic function (current_date): SQLGlot reads the function
+        return (node.sql_name().lower(),)
+    return (node.name,) if node.name else parse_key(to_sql(node))

@@ -19,11 +19,10 @@ from deltamerge import catalog, views
 from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
 from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.merge.builder import parse_key
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.resolution import side_qualifier
-from deltamerge.predicates import DIALECT, column_parts, to_sql
-from deltamerge.sql_common import path_of
+from deltamerge.predicates import DIALECT, to_sql
+from deltamerge.sql_common import path_of, target_key
 from deltamerge.sql_params import inline_identifiers, normalize_time_travel
 from deltamerge.sql_tables import sql_with_delta_tables
 
@@ -82,7 +81,7 @@ def _clause(when: exp.When) -> MergeClause:
         for item in items:
             if not isinstance(item, exp.EQ):
                 raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
-            assigns.append(Assignment(_target_key(item.this), item.expression))
+            assigns.append(Assignment(target_key(item.this), item.expression))
         return MergeClause(kind, ActionType.UPDATE, condition, tuple(assigns))
     if isinstance(then, exp.Insert):
         if kind is not ClauseKind.NOT_MATCHED:
@@ -102,28 +101,11 @@ def _clause(when: exp.When) -> MergeClause:
                 error_class="DELTA_INSERT_COLUMN_ARITY_MISMATCH",
             )
         assigns = [
-            Assignment(_target_key(c), v)
+            Assignment(target_key(c), v)
             for c, v in zip(cols, vals, strict=True)  # lengths checked above
         ]
         return MergeClause(kind, ActionType.INSERT, condition, tuple(assigns))
     raise ParseError(f"Unsupported MERGE action: {to_sql(then) if then is not None else 'none'}.")
-
-
-def _target_key(node: exp.Expression) -> tuple[str, ...]:
-    """The target column an UPDATE SET or INSERT column list names."""
-    if isinstance(node, (exp.Column, exp.Dot)):
-        return _column_key(node)
-    if isinstance(node, exp.Func) and not any(node.args.values()):
-        # a column named like a niladic function (current_date): SQLGlot reads the function
-        return (node.sql_name().lower(),)
-    return (node.name,) if node.name else parse_key(to_sql(node))
-
-
-def _column_key(node: exp.Column | exp.Dot) -> tuple[str, ...]:
-    try:
-        return tuple(column_parts(node))
-    except ValueError:
-        raise ParseError(f"Expected a column name in the MERGE clause, found {to_sql(node)}.") from None
 
 
 def _qualify_target(statement: exp.Merge) -> None:

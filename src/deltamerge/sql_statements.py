@@ -45,7 +45,7 @@ from deltamerge.errors import (
 from deltamerge.identifiers import QUALIFIED, lookup_table, name_parts
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
-from deltamerge.predicates import DIALECT, column_parts, to_sql
+from deltamerge.predicates import DIALECT, to_sql
 from deltamerge.sql_common import (
     FLAGS,
     TABLE_REF,
@@ -55,6 +55,7 @@ from deltamerge.sql_common import (
     path_of,
     resolve_table,
     table_node,
+    target_key,
 )
 from deltamerge.sql_maintenance import HANDLERS
 from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables
@@ -183,9 +184,9 @@ def _dml(spark: SparkSession, text: str) -> DataFrame | None:
         raise UnsupportedOperationError("UPDATE ... FROM is not supported by Delta; use MERGE INTO.")
     assigns = []
     for item in statement.expressions:
-        if not isinstance(item, exp.EQ) or not isinstance(item.this, (exp.Column, exp.Dot)):
+        if not isinstance(item, exp.EQ) or not isinstance(item.this, (exp.Column, exp.Dot, exp.Func)):
             raise ParseError(f"Expected `column = expression` in UPDATE SET, found {to_sql(item)}.")
-        assigns.append(Assignment(tuple(column_parts(item.this)), item.expression))
+        assigns.append(Assignment(target_key(cast(exp.Expression, item.this)), item.expression))
     return dml.update(spark, path, condition, assigns, target_alias=alias)
 
 

@@ -511,3 +511,17 @@ def test_target_qualified_by_its_full_name(spark, tmp_path) -> None:  # type: ig
     finally:
         deltamerge.unregister_table(spark, "qual_people")
         spark.catalog.dropTempView("qual_src")
+
+
+def test_update_statement_sets_columns_named_like_functions(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "t")
+    schema = "id INT, current_date STRING, current_user STRING, `a b` STRING"
+    deltamerge.write(spark.createDataFrame([(1, "a", "b", "c"), (2, "d", "e", "f")], schema), path)
+    deltamerge.sql(
+        spark,
+        f"UPDATE delta.`{path}` AS t SET current_date = 'x', current_user = upper(t.current_user), `a b` = 'y' WHERE id = 1",
+    )
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [
+        (1, "x", "B", "y"),
+        (2, "d", "e", "f"),
+    ]
