@@ -52,3 +52,38 @@ HIGHER_ORDER_EXPECTED = [
     (2, [], {}, 0, None),
     (3, [49, 64], {"c": 3}, 8, "3"),
 ]
+
+
+def udf_merge(spark: Any, path: str) -> list[tuple]:
+    """Python UDF Columns in a condition, an assignment and an insert value (each registered as a
+    temporary function for the merge); a non-deterministic one in ON is refused, as in Delta."""
+    import pytest
+    from pyspark.sql import functions as F
+
+    import deltamerge
+    from deltamerge import DeltaTable
+    from deltamerge.errors import AnalysisError
+
+    shout = F.udf(lambda s: None if s is None else s.upper() + "!", "string", useArrow=False)
+    odd = F.udf(lambda n: n % 2 == 1, "boolean", useArrow=False)
+    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id int, v string"), path)
+    source = spark.createDataFrame([(1, "x"), (2, "y"), (5, "z")], "id int, v string")
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(source.alias("s"), F.col("t.id") == F.col("s.id"))
+        .whenMatchedUpdate(odd(F.col("t.id")), set={"v": F.concat(shout(F.col("s.v")), F.col("t.v"))})
+        .whenNotMatchedInsert(values={"id": F.col("s.id") * 10, "v": shout(F.lit("new"))})
+        .execute()
+    )  # fmt: skip
+    coin = F.udf(lambda: 1, "int", useArrow=False).asNondeterministic()
+    with pytest.raises(AnalysisError, match="DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"):
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(source.alias("s"), (F.col("t.id") == F.col("s.id")) & (coin() == 1))
+            .whenMatchedDelete()
+            .execute()
+        )  # fmt: skip
+    return sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
+
+
+UDF_EXPECTED = [(1, "X!a"), (2, "b"), (3, "c"), (50, "NEW!")]

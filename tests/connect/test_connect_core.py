@@ -412,6 +412,12 @@ def test_lambdas_and_try_cast_in_column_arguments(connect_spark, tmp_path):
     assert higher_order_merge(connect_spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
 
 
+def test_python_udfs_in_column_arguments(connect_spark, tmp_path):
+    from builder_columns import UDF_EXPECTED, udf_merge
+
+    assert udf_merge(connect_spark, str(tmp_path / "t")) == UDF_EXPECTED
+
+
 def test_pre_resolved_columns_in_the_builder(connect_spark, path):
     """df["col"] Columns carry their DataFrame's plan id on Connect: target ones come from
     DeltaTable.toDF(), source ones from the source (Delta's "pre-resolved exprs" cases)."""

@@ -120,3 +120,10 @@ def test_lambdas_and_try_cast_in_column_arguments(spark, tmp_path):
     from builder_columns import HIGHER_ORDER_EXPECTED, higher_order_merge
 
     assert higher_order_merge(spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
+
+
+def test_python_udfs_in_column_arguments(spark, tmp_path):
+    """F.udf(...) Columns (were refused: DELTA_UNSUPPORTED_EXPRESSION)."""
+    from builder_columns import UDF_EXPECTED, udf_merge
+
+    assert udf_merge(spark, str(tmp_path / "t")) == UDF_EXPECTED

@@ -13,6 +13,7 @@ import datetime as _dt
 import decimal
 import math
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -191,6 +192,8 @@ def _classic_sql(node: Any) -> str:
             render = _REFS.get()
             name = str(inner.name())
             return render(int(inner.exprId().id()), name) if render else _quote_ident(name)
+        if inner.getClass().getSimpleName() == "PythonUDF":
+            return _classic_udf_sql(inner)
         raise _unsupported(str(inner.getClass().getSimpleName()))
     if kind == "CaseWhenOtherwise":
         parts = ["CASE"]
@@ -202,6 +205,51 @@ def _classic_sql(node: Any) -> str:
         parts.append("END")
         return "(" + " ".join(parts) + ")"
     raise _unsupported(kind)
+
+
+def _udf_name(deterministic: bool) -> str:
+    # A Python UDF Column (F.udf(f)(col)) becomes a call of a temporary function registered for it;
+    # a non-deterministic one is refused where MERGE refuses rand().
+    from deltamerge.predicates import NON_DETERMINISTIC
+
+    name = f"__dm_udf_{uuid.uuid4().hex[:16]}"
+    if not deterministic:
+        NON_DETERMINISTIC.add(name)
+    return name
+
+
+def _classic_udf_sql(udf: Any) -> str:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    session, jvm = SparkSession.getActiveSession(), SparkContext._jvm
+    if session is None or jvm is None:
+        raise _unsupported("PythonUDF (no active session)")
+    name = _udf_name(bool(udf.udfDeterministic()))
+    lists = (jvm.java.util.ArrayList(), jvm.java.util.ArrayList())
+    function = jvm.org.apache.spark.sql.execution.python.UserDefinedPythonFunction(
+        name, udf.func(), udf.dataType(), udf.evalType(), udf.udfDeterministic(), *lists
+    )
+    session._jsparkSession.udf().registerPython(name, function)  # type: ignore[attr-defined]
+    args = []
+    for child in _seq(udf.children()):
+        wrapped = child.getClass().getSimpleName() == "ColumnNodeExpression"
+        args.append(_classic_sql(child.node()) if wrapped else f"({child.sql()})")
+    return f"{name}({', '.join(args)})"
+
+
+def _connect_udf_sql(expr: Any) -> str:
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    function: Any = getattr(expr, "_function", None)
+    if session is None or type(function).__name__ != "PythonUDF":
+        raise _unsupported(type(expr).__name__)
+    name = _udf_name(bool(expr._deterministic))
+    session._client.register_udf(  # type: ignore[attr-defined]
+        function._func, function._output_type, name, function._eval_type, bool(expr._deterministic)
+    )
+    return f"{name}({', '.join(_connect_sql(a) for a in expr._arguments)})"
 
 
 def _py_value(value: Any) -> Any:
@@ -264,6 +312,8 @@ def _connect_sql(expr: Any) -> str:
         key = expr._extraction
         value = getattr(key, "_value", None) if type(key).__name__ == "LiteralExpression" else None
         return _extract_sql(_connect_sql(expr._child), _extraction_key(value, _connect_sql(key)))
+    if kind == "CommonInlineUserDefinedFunction":
+        return _connect_udf_sql(expr)
     if kind == "CaseWhen":
         parts = ["CASE"]
         for cond, value in expr._branches:
