@@ -127,3 +127,29 @@ def test_python_udfs_in_column_arguments(spark, tmp_path):
     from builder_columns import UDF_EXPECTED, udf_merge
 
     assert udf_merge(spark, str(tmp_path / "t")) == UDF_EXPECTED
+
+
+def test_python_udf_registered_in_the_merges_own_session(spark, tmp_path):
+    """A merge run from another session of the same context registers its UDFs there (the active
+    session cannot see that session's temporary functions, nor the reverse)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import deltamerge
+    from deltamerge import DeltaTable
+
+    other = spark.newSession()
+    path = str(tmp_path / "t")
+    deltamerge.write(other.createDataFrame([(1, "a")], "id int, v string"), path)
+    shout = F.udf(lambda s: s.upper(), "string", useArrow=False)
+    source = other.createDataFrame([(1, "x")], "id int, v string")
+    builder = DeltaTable.forPath(other, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+    # make the test session the active one again (creating other's DataFrames made other active)
+    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
+    SparkSession._activeSession = spark
+    assert SparkSession.getActiveSession() is spark
+    (
+        builder
+        .whenMatchedUpdate(set={"v": shout(F.col("s.v"))}).execute()
+    )  # fmt: skip
+    assert [tuple(r) for r in deltamerge.read(other, path).collect()] == [(1, "X")]

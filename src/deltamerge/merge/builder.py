@@ -17,7 +17,7 @@ from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeCl
 from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import column_parts, parse_expression
 from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
-from deltamerge.spark.columns import attribute_refs, expression_text
+from deltamerge.spark.columns import attribute_refs, column_session, expression_text
 
 
 def _check_condition(condition: Any, method: str) -> None:
@@ -63,11 +63,11 @@ class DeltaMergeBuilder:
     _refs: Callable[[int, str], str] | None = None  # renders a pre-resolved df["col"] reference
 
     def _parse(self, value: str | Column | None):  # type: ignore[no-untyped-def]
-        with attribute_refs(self._refs):
+        with attribute_refs(self._refs), column_session(self._source.sparkSession):
             return parse_condition(value)
 
     def _assign(self, values: dict[str, str | Column]) -> tuple[Assignment, ...]:
-        with attribute_refs(self._refs):
+        with attribute_refs(self._refs), column_session(self._source.sparkSession):
             return assignments(values)
 
     def _with(self, clause: MergeClause | None) -> DeltaMergeBuilder:

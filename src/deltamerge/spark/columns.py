@@ -207,6 +207,26 @@ def _classic_sql(node: Any) -> str:
     raise _unsupported(kind)
 
 
+# The session a builder's Columns belong to (its source's): a UDF Column is registered there.
+_SESSION: ContextVar[Any] = ContextVar("deltamerge_column_session", default=None)
+
+
+@contextlib.contextmanager
+def column_session(session: Any) -> Iterator[None]:
+    """Register the UDFs of Columns converted inside the block in ``session``."""
+    token = _SESSION.set(session)
+    try:
+        yield
+    finally:
+        _SESSION.reset(token)
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    return _SESSION.get() or SparkSession.getActiveSession()
+
+
 def _udf_name(deterministic: bool) -> str:
     # A Python UDF Column (F.udf(f)(col)) becomes a call of a temporary function registered for it;
     # a non-deterministic one is refused where MERGE refuses rand().
@@ -219,10 +239,8 @@ def _udf_name(deterministic: bool) -> str:
 
 
 def _classic_udf_sql(udf: Any) -> str:
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    session, jvm = SparkSession.getActiveSession(), SparkContext._jvm
+    session = _session()
+    jvm = getattr(session, "_jvm", None)
     if session is None or jvm is None:
         raise _unsupported("PythonUDF (no active session)")
     name = _udf_name(bool(udf.udfDeterministic()))
@@ -239,9 +257,7 @@ def _classic_udf_sql(udf: Any) -> str:
 
 
 def _connect_udf_sql(expr: Any) -> str:
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
+    session = _session()
     function: Any = getattr(expr, "_function", None)
     if session is None or type(function).__name__ != "PythonUDF":
         raise _unsupported(type(expr).__name__)
