@@ -175,11 +175,12 @@ class _Parser(_SparkParser):  # type: ignore[misc]
 
 
 class DeltamergeSpark(Spark):
-    """SQLGlot's Spark dialect, with what it gets wrong for Spark 4 put right: its tokenizer reads
-    ``'it''s'`` as two literals (Spark 4: one, with a quote), and its generator drops
-    ``parse_json`` (leaving the JSON text, a STRING, where a VARIANT was meant), writes
-    ``localtimestamp()`` as the bare keyword Spark does not know, and turns ``collate(x, 'name')``
-    into ``x COLLATE 'name'``, which Spark does not parse."""
+    """SQLGlot's Spark dialect (written for Spark 3), with what it gets wrong for Spark 4 put right,
+    each fix commented where it is made: the tokenizer (doubled quotes in literals), the parser
+    (bare VALUES lists, ``v:a.b`` on variants) and the generator (QUALIFY, instr, listagg,
+    max_by/min_by, percentile_cont/disc, to_char, levenshtein, TIME, parse_json,
+    localtimestamp, collate). What the generator still cannot write back unchanged raises
+    ``UNSUPPORTED_EXPR_FOR_OPERATOR``. tests/spark/test_sql_dialect.py checks the round trip."""
 
     Tokenizer = _Tokenizer
     Parser = _Parser
@@ -369,11 +370,17 @@ def function_names(node: exp.Expression) -> set[str]:
     return names
 
 
+# A non-deterministic Python UDF of a builder Column is registered under a name with this prefix
+# (spark/columns.py).
+NON_DETERMINISTIC_UDF_PREFIX = "__dm_udf_nd_"
+
+
 def is_deterministic(node: exp.Expression) -> bool:
     """False when the expression calls a non-deterministic function such as ``rand()``."""
     if node.find(exp.Rand, exp.Randn) is not None:
         return False
-    return not (function_names(node) & NON_DETERMINISTIC)
+    names = function_names(node)
+    return not (names & NON_DETERMINISTIC or any(n.startswith(NON_DETERMINISTIC_UDF_PREFIX) for n in names))
 
 
 def _in_own_query(found: exp.Expr, root: exp.Expr, *also: type[exp.Expr]) -> bool:

@@ -15,6 +15,7 @@ from deltamerge.identifiers import QUALIFIED
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.log.paths import table_root
 from deltamerge.log.snapshot import DeltaLog
+from deltamerge.spark.types import quote_name
 from deltamerge.sql_common import (
     FLAGS,
     TABLE_REF,
@@ -218,7 +219,7 @@ _Handler = Callable[[SparkSession, re.Match[str]], DataFrame | None]
 
 def _spark_knows(spark: SparkSession, parts: list[str]) -> bool:
     try:
-        return bool(spark.catalog.tableExists(".".join(f"`{p.replace('`', '``')}`" for p in parts)))
+        return bool(spark.catalog.tableExists(".".join(quote_name(p) for p in parts)))
     except Exception:  # a name Spark cannot parse names nothing it knows
         return False
 
@@ -233,9 +234,9 @@ def _delta_only(operation: str, handler: _Handler) -> _Handler:
         except TableNotFoundError as e:
             path, parts = table_reference(m.group("table"))
             if path is not None and not DeltaLog.for_table(path).exists():
-                name = "`" + path.replace("`", "``") + "`"  # Delta's DeltaTableIdentifier
+                name = quote_name(path)  # as Delta's DeltaTableIdentifier writes it
             elif path is None and e.error_class == "TABLE_OR_VIEW_NOT_FOUND" and _spark_knows(spark, parts):
-                name = ".".join("`" + p.replace("`", "``") + "`" for p in parts)
+                name = ".".join(quote_name(p) for p in parts)
             else:
                 raise
             raise TableNotFoundError(

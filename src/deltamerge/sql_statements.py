@@ -46,6 +46,7 @@ from deltamerge.identifiers import QUALIFIED, lookup_table, name_parts
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
 from deltamerge.predicates import DIALECT, to_sql
+from deltamerge.spark.types import quote_name
 from deltamerge.sql_common import (
     FLAGS,
     TABLE_REF,
@@ -289,12 +290,12 @@ def _insert_partitions(
             )
         if isinstance(item, exp.EQ):
             static[partition_columns[name.lower()]] = to_sql(item.expression)
-    dynamic = spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static") or "static"
+    mode = spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static") or "static"
     if not statement.args.get("overwrite") or not static:
         return static, {}
-    if len(static) < len(partition_columns) and dynamic.lower() == "dynamic":
+    if len(static) < len(partition_columns) and mode.lower() == "dynamic":
         return static, {}
-    condition = " AND ".join(f"`{name}` = {value}" for name, value in static.items())
+    condition = " AND ".join(f"{quote_name(name)} = {value}" for name, value in static.items())
     return static, {"replaceWhere": condition}
 
 

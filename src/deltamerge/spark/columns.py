@@ -229,13 +229,10 @@ def _session() -> Any:
 
 def _udf_name(deterministic: bool) -> str:
     # A Python UDF Column (F.udf(f)(col)) becomes a call of a temporary function registered for it;
-    # a non-deterministic one is refused where MERGE refuses rand().
-    from deltamerge.predicates import NON_DETERMINISTIC
+    # the name says when it is non-deterministic (refused where MERGE refuses rand()).
+    from deltamerge.predicates import NON_DETERMINISTIC_UDF_PREFIX
 
-    name = f"__dm_udf_{uuid.uuid4().hex[:16]}"
-    if not deterministic:
-        NON_DETERMINISTIC.add(name)
-    return name
+    return f"{'__dm_udf_' if deterministic else NON_DETERMINISTIC_UDF_PREFIX}{uuid.uuid4().hex[:16]}"
 
 
 def _classic_udf_sql(udf: Any) -> str:
