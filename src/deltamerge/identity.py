@@ -22,7 +22,7 @@ identity column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from deltamerge.errors import AnalysisError
+from deltamerge.errors import AnalysisError, DeltaMergeError
 from deltamerge.generated import generation_expression
 from deltamerge.spark.types import quote_name
 
@@ -204,15 +204,60 @@ def observed(df: DataFrame, schema: StructType) -> tuple[DataFrame, Observation 
     return df.observe(obs, *aggs), obs
 
 
-def extremes(obs: Observation | None) -> dict[str, tuple[int | None, int | None]]:
-    """(max, min) per identity column name from an observation of ``observed``."""
+def stored_names(schema: StructType, physical: Mapping[str, str]) -> dict[str, str]:
+    """Identity column name -> its name in the data files (``physical``: column mapping's names)."""
+    return {ident.name: physical.get(ident.name, ident.name) for _, ident in identity_columns(schema)}
+
+
+def extremes(
+    obs: Observation | None, written: Sequence[str] = (), stored_names: Mapping[str, str] | None = None
+) -> dict[str, tuple[int | None, int | None]]:
+    """(max, min) per identity column name from an observation of ``observed``.
+
+    When Spark delivers no values (Spark 4.0's Connect server drops the metrics of a DataFrame
+    analysed before it runs) they are read from the Parquet footers of the ``written`` files (paths),
+    where ``stored_names`` maps a column to its name in the files (column mapping); the high-water
+    mark must never be left behind the values written."""
     if obs is None:
         return {}
     from deltamerge.spark.session import observed_values
 
     values = observed_values(obs)
     names = {k[4:] for k in values if k.startswith("max_")}
+    if not names and written:
+        return _footer_extremes(written, stored_names or {})
     return {n: (_number(values.get(f"max_{n}")), _number(values.get(f"min_{n}"))) for n in names}
+
+
+def _footer_extremes(
+    paths: Sequence[str], stored_names: Mapping[str, str]
+) -> dict[str, tuple[int | None, int | None]]:
+    import pyarrow.parquet as pq
+
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for name, stored in stored_names.items():
+        high: int | None = None
+        low: int | None = None
+        for path in paths:
+            md = pq.read_metadata(path)
+            leaves = [i for i in range(md.num_columns) if md.schema.column(i).path == stored]
+            if not leaves:
+                continue
+            index = leaves[0]
+            for g in range(md.num_row_groups):
+                col = md.row_group(g).column(index)
+                stats = col.statistics
+                if stats is None or not stats.has_min_max:
+                    if stats is not None and stats.null_count == col.num_values:
+                        continue  # only NULLs
+                    raise DeltaMergeError(
+                        f"The identity column {name} written to {path} has no Parquet statistics to "
+                        "move its high-water mark by; the write is not committed."
+                    )
+                high = int(stats.max) if high is None else max(high, int(stats.max))
+                low = int(stats.min) if low is None else min(low, int(stats.min))
+        out[name] = (high, low)
+    return out
 
 
 def with_high_water_marks(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import time
 import uuid
@@ -28,8 +29,9 @@ from deltamerge.identity import explicit_insert_error, identity_columns, with_hi
 from deltamerge.identity import extremes as identity_extremes
 from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
+from deltamerge.identity import stored_names as identity_stored_names
 from deltamerge.log.actions import Action, AddFile, DomainMetadata, Metadata
-from deltamerge.log.column_mapping import is_mapped
+from deltamerge.log.column_mapping import is_mapped, physical_names
 from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
@@ -287,7 +289,9 @@ def write(
     actions: list[Action] = list(adds)
     if cluster_domain is not None:
         actions.append(cluster_domain)
-    marked = with_high_water_marks(schema, identity_extremes(identity_obs))
+    stored = identity_stored_names(schema, physical_names(meta.schema) if is_mapped(meta.schema) else {})
+    files = [os.path.join(root, w.relative_path) for w in written]
+    marked = with_high_water_marks(schema, identity_extremes(identity_obs, files, stored))
     if marked is not None:
         txn.update_metadata(replace(meta, schema_string=schema_string(marked)))
     if exists and overwrite:
@@ -306,7 +310,6 @@ def write(
         version = txn.commit(actions, Operation(name, params, metrics), user_metadata=user_metadata)
     except BaseException:
         import contextlib
-        import os
 
         for w in written if txn.committed_version is None else ():  # a failed hook: the commit landed
             with contextlib.suppress(OSError):

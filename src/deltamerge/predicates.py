@@ -187,8 +187,36 @@ class DeltamergeSpark(Spark):
     Generator = _Generator
 
 
-#: The dialect every SQL text of deltamerge is parsed and written in.
-DIALECT = DeltamergeSpark
+class _AdjacentLiteralsTokenizer(_Tokenizer):
+    # Spark 4.0 reads 'it''s' as two adjacent literals, concatenated: "its" (doubled quotes escape
+    # from Spark 4.1 on, SPARK-52545).
+    STRING_ESCAPES: ClassVar[list[str]] = ["\\"]
+
+
+class DeltamergeSpark40(DeltamergeSpark):
+    """``DeltamergeSpark`` for Spark 4.0, which reads a doubled quote in a literal as the end of one
+    literal and the start of the next (``'it''s'`` is ``its``)."""
+
+    Tokenizer = _AdjacentLiteralsTokenizer
+
+
+def _spark_version() -> tuple[int, int]:
+    # The installed PySpark's (a classic session's JVM is the same release); read from the package
+    # metadata: this module imports no pyspark.
+    from importlib import metadata
+
+    for name in ("pyspark", "pyspark-client", "pyspark-connect"):
+        try:
+            parts = re.findall(r"\d+", metadata.version(name))[:2]
+        except metadata.PackageNotFoundError:
+            continue
+        if len(parts) == 2:
+            return int(parts[0]), int(parts[1])
+    return (99, 0)
+
+
+#: The dialect every SQL text of deltamerge is parsed and written in: the installed Spark's.
+DIALECT: type[DeltamergeSpark] = DeltamergeSpark if _spark_version() >= (4, 1) else DeltamergeSpark40
 
 # Functions whose value changes from call to call (Spark's Nondeterministic expressions).
 NON_DETERMINISTIC = {

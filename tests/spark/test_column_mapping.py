@@ -189,6 +189,8 @@ def test_not_null_nested_fields_and_a_void_column_evolved_to_a_struct(spark, tmp
     # written and read columns are nullable anyway), or the plan fails before any row is written.
     from pyspark.sql.types import IntegerType, NullType, StructField, StructType
 
+    if tuple(int(p) for p in spark.version.split(".")[:2]) < (4, 1):
+        pytest.skip("Spark 4.0's Parquet source reads and writes no VOID field nested in a struct")
     path = str(tmp_path / "t")
     void = StructType([StructField("key", IntegerType(), False), StructField("s", NullType(), True)])
     inner = StructType([StructField("_1", IntegerType(), False), StructField("_2", NullType(), True)])

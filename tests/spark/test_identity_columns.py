@@ -287,3 +287,35 @@ def test_merge_that_inserts_nothing_keeps_the_mark(spark, tmp_path, step):
     assert _mark(path) == mark
     _append(spark, path, [(k, "y") for k in range(11, 21)], partitions=1)
     assert len(_check_ids(spark, path, start=0, step=step)) == 19
+
+
+@pytest.mark.parametrize("mapping", ["none", "name"])
+def test_mark_from_the_files_when_spark_delivers_no_observation(spark, tmp_path, monkeypatch, mapping):
+    """Spark 4.0's Connect server drops the observed metrics of a DataFrame analysed before it
+    runs: the high-water mark then comes from the written files' Parquet footers (under column
+    mapping by the column's physical name), never left behind the values written."""
+    from deltamerge.spark import session
+
+    real = session.observed_values
+    dropped: list[str] = []
+
+    def no_identity_metrics(obs):  # type: ignore[no-untyped-def]
+        if str(getattr(obs, "_name", "")).startswith("identity_"):
+            dropped.append(obs._name)
+            return {}
+        return real(obs)
+
+    monkeypatch.setattr(session, "observed_values", no_identity_metrics)
+    path = str(tmp_path / "t")
+    props = {"delta.columnMapping.mode": mapping} if mapping != "none" else None
+    _create(spark, path, start=10, step=5, props=props)
+    _append(spark, path, [(k, "a") for k in range(6)], partitions=3)
+    first = _check_ids(spark, path, start=10, step=5)
+    table = DeltaTable.forPath(spark, path)
+    src = spark.createDataFrame([(k, "b") for k in range(4, 9)], "k int, v string")
+    table.alias("t").merge(src.alias("s"), "t.k = s.k").whenNotMatchedInsert(
+        values={"k": "s.k", "v": "s.v"}
+    ).execute()
+    ids = _check_ids(spark, path, start=10, step=5)
+    assert len(ids) == 9 and set(first) < set(ids)
+    assert len(dropped) == 2  # the append's and the merge's observation

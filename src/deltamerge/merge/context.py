@@ -3,6 +3,7 @@ prepared inputs (source and target DataFrames with internal column names)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,9 +18,10 @@ from deltamerge.constraints import enforced_write
 from deltamerge.identity import extremes as identity_extremes
 from deltamerge.identity import fill as fill_identity
 from deltamerge.identity import observed as observed_identity
+from deltamerge.identity import stored_names as identity_stored_names
 from deltamerge.identity import with_high_water_marks
 from deltamerge.log.actions import AddCDCFile, AddFile
-from deltamerge.log.column_mapping import is_mapped
+from deltamerge.log.column_mapping import is_mapped, physical_names
 from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, ROW_TRACKING_COLS, scan
@@ -170,7 +172,10 @@ class MergeContext:
             optimize_write_bin_size=self.optimize_write_bin_size,
         )
         self.written_paths += [w.relative_path for w in written]
-        for name, (high, low) in identity_extremes(identity_obs).items():
+        physical = physical_names(schema_json) if mapped else {}
+        files = [os.path.join(self.table_root, w.relative_path) for w in written]
+        seen = identity_extremes(identity_obs, files, identity_stored_names(self.rm.final_schema, physical))
+        for name, (high, low) in seen.items():
             old_high, old_low = self.identity_seen.get(name, (None, None))
             highs = [v for v in (high, old_high) if v is not None]
             lows = [v for v in (low, old_low) if v is not None]

@@ -54,7 +54,7 @@ from deltamerge.merge.output import (
     touch_sql,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, FileIndex, file_index
-from deltamerge.spark.session import listed_metric, observed_text, observed_values, setting
+from deltamerge.spark.session import array_metric, listed_metric, observed_text, observed_values, setting
 from deltamerge.spark.types import quote_name, sql_string
 
 
@@ -146,11 +146,9 @@ def _facts(
     rm = ctx.rm
     sp = quote_name(SOURCE_PRESENT)
     text: Observation | None = None
-    aggs = [
-        F.expr(
-            f"collect_set(CASE WHEN {sp} IS NOT NULL AND ({touch_sql(rm)}) THEN {FILE_COL} END) AS touched"
-        )
-    ]
+    spark = joined.sparkSession
+    touched = f"collect_set(CASE WHEN {sp} IS NOT NULL AND ({touch_sql(rm)}) THEN {FILE_COL} END)"
+    aggs = [array_metric(spark, touched, "touched")]
     if dv:
         position = f"{ROW_INDEX_COL} * 2 + CAST({changes_target_row_sql(rm)} AS BIGINT)"
         if len(uris) <= _TAGGED_FILES:
@@ -159,10 +157,10 @@ def _facts(
             tagged = f"CASE WHEN {sp} IS NOT NULL AND {ordinal} > 0 THEN {tag} + {position} END"
             aggs.append(F.expr(f"count(CASE WHEN {sp} IS NOT NULL AND {ordinal} = 0 THEN 1 END) AS untagged"))
             text = Observation(f"singlePassTagged_{time.monotonic_ns()}_{threading.get_ident()}")
-            joined = joined.observe(text, listed_metric(joined.sparkSession, tagged, "tagged"))
+            joined = joined.observe(text, listed_metric(spark, tagged, "tagged"))
         else:
             matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
-            aggs.append(F.expr(f"collect_list({matched}) AS positions"))
+            aggs.append(array_metric(spark, f"collect_list({matched})", "positions"))
     obs = Observation(f"singlePass_{time.monotonic_ns()}_{threading.get_ident()}")
     return joined.observe(obs, *aggs), obs, text
 

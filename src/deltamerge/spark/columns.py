@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import Column
 
 from deltamerge.errors import AnalysisError
@@ -241,10 +242,14 @@ def _classic_udf_sql(udf: Any) -> str:
     if session is None or jvm is None:
         raise _unsupported("PythonUDF (no active session)")
     name = _udf_name(bool(udf.udfDeterministic()))
-    lists = (jvm.java.util.ArrayList(), jvm.java.util.ArrayList())
-    function = jvm.org.apache.spark.sql.execution.python.UserDefinedPythonFunction(
-        name, udf.func(), udf.dataType(), udf.evalType(), udf.udfDeterministic(), *lists
-    )
+    make = jvm.org.apache.spark.sql.execution.python.UserDefinedPythonFunction
+    params = (name, udf.func(), udf.dataType(), udf.evalType(), udf.udfDeterministic())
+    try:  # Spark 4.1+ takes two more lists; 4.0 has only the five arguments
+        function = make(*params, jvm.java.util.ArrayList(), jvm.java.util.ArrayList())
+    except Py4JError as e:
+        if isinstance(e, Py4JJavaError):
+            raise
+        function = make(*params)
     session._jsparkSession.udf().registerPython(name, function)  # type: ignore[attr-defined]
     args = []
     for child in _seq(udf.children()):

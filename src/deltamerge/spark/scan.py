@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     DateType,
     IntegerType,
     LongType,
+    NullType,
     ShortType,
     StringType,
     StructField,
@@ -318,7 +319,7 @@ class _Physical:
         """The stored columns under their logical names (nested fields renamed by a cast)."""
         out = []
         for lf, pf in zip(logical.fields, self.stored.fields, strict=True):
-            col = F.col(quote_name(pf.name))
+            col = F.lit(None) if isinstance(pf.dataType, NullType) else F.col(quote_name(pf.name))
             if lf.dataType.simpleString() != pf.dataType.simpleString():
                 # Nullable like any file read: a cast may not narrow a nested field to NOT NULL.
                 col = col.cast(as_nullable(lf.dataType))
@@ -332,6 +333,14 @@ def _physical(schema_json: Mapping, partition_columns: Sequence[str]) -> _Physic
     keys = [column_mapping.partition_key(schema_json, c, True) for c in partition_columns]
     physical = to_spark_schema(column_mapping.physical_schema(schema_json, field_ids=False))
     return _Physical(data_schema(physical, keys), keys)
+
+
+def _void(f: StructField) -> bool:
+    return isinstance(f.dataType, NullType)
+
+
+def _read_column(f: StructField) -> str:
+    return f"NULL AS {quote_name(f.name)}" if _void(f) else quote_name(f.name)
 
 
 def _scan_group(
@@ -355,14 +364,13 @@ def _scan_group(
     )
     # The materialized row tracking columns are read along (NULL in files that have none).
     hidden = [StructField(n, LongType(), True) for n in row_tracking] if row_tracking else []
+    # Files hold no void columns (writers drop them) and Spark 4.0 cannot read one: left out of the
+    # read, selected as NULL.
+    read = [f for f in (stored if mapping is None else mapping.stored).fields if not _void(f)]
     if hive is not None:  # Spark reads the partition values from the directory names
-        reader = spark.read.schema(StructType([*stored.fields, *hidden, *hive])).option(
-            "basePath", table_root
-        )
+        reader = spark.read.schema(StructType([*read, *hidden, *hive])).option("basePath", table_root)
     else:
-        reader = spark.read.schema(
-            StructType([*(stored if mapping is None else mapping.stored).fields, *hidden])
-        )
+        reader = spark.read.schema(StructType([*read, *hidden]))
     with _driver_side_listing(spark, len(file_paths)):
         df = read_parquet_files(spark, reader, file_paths)
     need_file = with_file or (bool(partition_columns) and hive is None) or bool(row_tracking)
@@ -382,11 +390,11 @@ def _scan_group(
         extra += [quote_name(n) for n in row_tracking]
         extra.append(f"{meta}.row_index AS __dm_position")
     if hive is not None:
-        df = df.selectExpr(*[quote_name(f.name) for f in schema.fields], *extra)
+        df = df.selectExpr(*[_read_column(f) for f in schema.fields], *extra)
         return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
     if mapping is None:
         # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.
-        df = df.selectExpr(*[quote_name(f.name) for f in stored.fields], *extra)
+        df = df.selectExpr(*[_read_column(f) for f in stored.fields], *extra)
     else:
         df = df.select(*mapping.logical_columns(stored), *[F.expr(e) for e in extra])
     if not partition_columns:

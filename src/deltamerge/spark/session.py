@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import Column, DataFrame, DataFrameReader, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -174,9 +175,69 @@ def observed_values(obs: Observation) -> dict[str, Any]:
     """
     jo = getattr(obs, "_jo", None)
     if jo is None:
-        return obs.get
-    values = json.loads(jo.getRow().json())
+        return {
+            k.removesuffix(_JSON): json.loads(v) if k.endswith(_JSON) and isinstance(v, str) else v
+            for k, v in obs.get.items()
+        }
+    row = _observed_row(jo)
+    if row is not None:
+        # A dropped observation (its subtree optimised away) has an empty row without a schema.
+        values = json.loads(row.json()) if row.schema() is not None else {}
+    else:
+        scala_map = _observed_map(obs, jo)
+        values = {} if scala_map is None else json.loads(_map_json(obs, scala_map))
     return values if isinstance(values, dict) else {}
+
+
+# Whether the JVM's Observation has getRow (Spark 4.1+); learnt on the first call.
+_HAS_GET_ROW: dict[str, bool] = {}
+
+
+def _observed_row(jo: Any) -> Any:
+    """The observation's Row, or None on Spark 4.0, whose Observation has only the name -> value map."""
+    if _HAS_GET_ROW.get("known", True):
+        try:
+            return jo.getRow()
+        except Py4JError as e:
+            if isinstance(e, Py4JJavaError) or "getRow" not in str(e):
+                raise
+            _HAS_GET_ROW["known"] = False
+    return None
+
+
+def _observed_map(obs: Observation, jo: Any) -> Any:
+    """Spark 4.0: the observation's name -> value map, or None when Spark dropped it (the optimizer
+    removed the observed subtree). Spark 4.0 hands the metrics over from its listener bus after
+    the query returns, and never for a dropped observation, where ``get`` would wait forever: so
+    wait for the bus to deliver what the finished query posted, then look."""
+    future = jo.future()
+    if not future.isCompleted():
+        jvm: Any = getattr(obs, "_jvm", None)
+        jvm.org.apache.spark.SparkContext.getOrCreate().listenerBus().waitUntilEmpty()
+        if not future.isCompleted():
+            return None
+    return jo.get()
+
+
+def _map_json(obs: Observation, scala_map: Any) -> str:
+    """A Scala map of observed values (numbers, strings, Seqs) as JSON text, written on the JVM."""
+    jvm: Any = getattr(obs, "_jvm", None)
+    mapper = jvm.com.fasterxml.jackson.databind.ObjectMapper()
+    mapper.registerModule(jvm.com.fasterxml.jackson.module.scala.DefaultScalaModule())
+    return str(mapper.writeValueAsString(scala_map))
+
+
+_JSON = "__json"
+
+
+def array_metric(spark: SparkSession, agg_sql: str, alias: str) -> Column:
+    """An observed metric with an array value (``collect_set(...)``), read by ``observed_values``.
+
+    Spark 4.0's Connect server cannot send an observed array (UnsupportedOperationException once
+    the query has run), so on Connect the array travels as JSON text and is decoded on arrival."""
+    if is_connect(spark):
+        return F.expr(f"to_json({agg_sql}) AS {alias}{_JSON}")
+    return F.expr(f"{agg_sql} AS {alias}")
 
 
 def listed_metric(spark: SparkSession, values_sql: str, alias: str) -> Column:
@@ -202,10 +263,16 @@ def observed_text(obs: Observation) -> str | None:
     if jo is None:
         values = list(obs.get.values())
         return None if not values or values[0] is None else str(values[0])
-    row = jo.getRow()
-    if row.length() == 0 or row.isNullAt(0):
-        return None
-    value = row.get(0)
+    row = _observed_row(jo)
+    if row is not None:
+        if row.length() == 0 or row.isNullAt(0):
+            return None
+        value = row.get(0)
+    else:
+        scala_map = _observed_map(obs, jo)
+        value = None if scala_map is None or scala_map.isEmpty() else scala_map.values().head()
+        if value is None:
+            return None
     return value if isinstance(value, str) else str(value.mkString(","))
 
 
