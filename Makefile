@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-full test-delta-ports test-fast lint bench bench-small soak clean
+.PHONY: demo test test-full test-delta-ports test-fast test-oldest lint bench bench-small soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,14 @@ test-full: $(STAMP)
 test-delta-ports: $(STAMP)
 	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py
 
+# The whole suite against the oldest releases pyproject.toml admits (constraints-oldest.txt: Spark
+# 4.0, pyarrow 18, SQLGlot 30.24...), in a venv of its own.
+test-oldest:
+	test -x .venv-oldest/bin/python || $(PY) -m venv .venv-oldest
+	.venv-oldest/bin/python -m pip install --quiet --upgrade pip
+	.venv-oldest/bin/python -m pip install --quiet -e ".[dev]" -c constraints-oldest.txt
+	.venv-oldest/bin/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
+
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
@@ -50,4 +58,4 @@ bench-small: $(STAMP)
 	$(BIN)/python -m bench.run --scale small
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist
+	rm -rf $(VENV) .venv-oldest .pytest_cache build dist

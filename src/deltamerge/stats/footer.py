@@ -173,6 +173,10 @@ def _typed_stat(s: Any, which: str, logical: Mapping[str, Any], delta_type: Any)
     if delta_type in ("date", "timestamp", "timestamp_ntz"):
         raw = getattr(s, which + "_raw")
         value = None
+    elif kind == "Decimal" and s.physical_type in ("INT32", "INT64"):
+        # The unscaled integer (scaled below): pyarrow before 19 cannot convert these to Decimal.
+        raw = None
+        value = getattr(s, which + "_raw")
     else:
         raw = None
         value = getattr(s, which)

@@ -88,7 +88,8 @@ def test_deltalake_reads_our_log_and_checkpoint(tmp_path: Path) -> None:
 def test_we_read_a_deltalake_checkpointed_table(tmp_path: Path) -> None:
     root = str(tmp_path / "theirs")
     for i in range(12):
-        data = pa.table({"id": pa.array([i], pa.int64()), "value": [f"v{i}"], "p": [PARTS[i % len(PARTS)]]})
+        part = pa.array([PARTS[i % len(PARTS)]], pa.string())  # typed: a lone None is no type
+        data = pa.table({"id": pa.array([i], pa.int64()), "value": [f"v{i}"], "p": part})
         mode = "overwrite" if i == 6 else "append"
         deltalake.write_deltalake(root, data, mode=mode, partition_by=["p"])
     dt = deltalake.DeltaTable(root)
