@@ -210,13 +210,13 @@ def stored_names(schema: StructType, physical: Mapping[str, str]) -> dict[str, s
 
 
 def extremes(
-    obs: Observation | None, written: Sequence[str] = (), stored_names: Mapping[str, str] | None = None
+    obs: Observation | None, written: Sequence[str] = (), names_in_files: Mapping[str, str] | None = None
 ) -> dict[str, tuple[int | None, int | None]]:
     """(max, min) per identity column name from an observation of ``observed``.
 
     When Spark delivers no values (Spark 4.0's Connect server drops the metrics of a DataFrame
     analysed before it runs) they are read from the Parquet footers of the ``written`` files (paths),
-    where ``stored_names`` maps a column to its name in the files (column mapping); the high-water
+    where ``names_in_files`` maps a column to its name in the files (column mapping); the high-water
     mark must never be left behind the values written."""
     if obs is None:
         return {}
@@ -225,17 +225,17 @@ def extremes(
     values = observed_values(obs)
     names = {k[4:] for k in values if k.startswith("max_")}
     if not names and written:
-        return _footer_extremes(written, stored_names or {})
+        return _footer_extremes(written, names_in_files or {})
     return {n: (_number(values.get(f"max_{n}")), _number(values.get(f"min_{n}"))) for n in names}
 
 
 def _footer_extremes(
-    paths: Sequence[str], stored_names: Mapping[str, str]
+    paths: Sequence[str], names_in_files: Mapping[str, str]
 ) -> dict[str, tuple[int | None, int | None]]:
     import pyarrow.parquet as pq
 
     out: dict[str, tuple[int | None, int | None]] = {}
-    for name, stored in stored_names.items():
+    for name, stored in names_in_files.items():
         high: int | None = None
         low: int | None = None
         for path in paths:

@@ -89,7 +89,7 @@ def test_observations_read_alike_with_and_without_get_row(spark, monkeypatch, ro
     text alike; an observation Spark dropped (its subtree optimised away) reads as nothing instead of
     waiting forever."""
     if not row_api:
-        monkeypatch.setitem(session._HAS_GET_ROW, "known", False)
+        monkeypatch.setattr(session, "_HAS_GET_ROW", False)
     values, listed, dropped = Observation("v"), Observation("l"), Observation("d")
     df = spark.range(10).observe(values, F.count("id").alias("n"), F.expr("collect_set(id % 3) AS s"))
     df = df.observe(listed, session.listed_metric(spark, "id * 2", "v"))

@@ -189,19 +189,20 @@ def observed_values(obs: Observation) -> dict[str, Any]:
     return values if isinstance(values, dict) else {}
 
 
-# Whether the JVM's Observation has getRow (Spark 4.1+); learnt on the first call.
-_HAS_GET_ROW: dict[str, bool] = {}
+# False once the JVM's Observation proved to have no getRow (Spark 4.0; 4.1+ has it).
+_HAS_GET_ROW = True
 
 
 def _observed_row(jo: Any) -> Any:
     """The observation's Row, or None on Spark 4.0, whose Observation has only the name -> value map."""
-    if _HAS_GET_ROW.get("known", True):
+    global _HAS_GET_ROW
+    if _HAS_GET_ROW:
         try:
             return jo.getRow()
         except Py4JError as e:
             if isinstance(e, Py4JJavaError) or "getRow" not in str(e):
                 raise
-            _HAS_GET_ROW["known"] = False
+            _HAS_GET_ROW = False
     return None
 
 
