@@ -234,29 +234,25 @@ def _footer_extremes(
 ) -> dict[str, tuple[int | None, int | None]]:
     import pyarrow.parquet as pq
 
+    from deltamerge.stats.footer import column_extremes
+
+    footers = [(path, pq.read_metadata(path)) for path in paths]
     out: dict[str, tuple[int | None, int | None]] = {}
     for name, stored in names_in_files.items():
-        high: int | None = None
-        low: int | None = None
-        for path in paths:
-            md = pq.read_metadata(path)
-            leaves = [i for i in range(md.num_columns) if md.schema.column(i).path == stored]
-            if not leaves:
-                continue
-            index = leaves[0]
-            for g in range(md.num_row_groups):
-                col = md.row_group(g).column(index)
-                stats = col.statistics
-                if stats is None or not stats.has_min_max:
-                    if stats is not None and stats.null_count == col.num_values:
-                        continue  # only NULLs
-                    raise DeltaMergeError(
-                        f"The identity column {name} written to {path} has no Parquet statistics to "
-                        "move its high-water mark by; the write is not committed."
-                    )
-                high = int(stats.max) if high is None else max(high, int(stats.max))
-                low = int(stats.min) if low is None else min(low, int(stats.min))
-        out[name] = (high, low)
+        lows: list[int] = []
+        highs: list[int] = []
+        for path, md in footers:
+            found = column_extremes(md, (stored,), "long")
+            if found is None:
+                raise DeltaMergeError(
+                    f"The identity column {name} written to {path} has no Parquet statistics to "
+                    "move its high-water mark by; the write is not committed."
+                )
+            low, high = found
+            if low is not None and high is not None:  # else only NULLs, or no such column
+                lows.append(int(low))
+                highs.append(int(high))
+        out[name] = (max(highs) if highs else None, min(lows) if lows else None)
     return out
 
 

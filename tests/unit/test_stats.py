@@ -608,3 +608,22 @@ def test_parse_stats_cache_holds_thousands_of_files_and_is_bounded_by_text_lengt
     assert len(reading._CACHE) <= 10 and new in reading._CACHE and texts[0] not in reading._CACHE
     assert texts[-1] in reading._CACHE  # the most recently used survive
     assert reading._cached_chars == sum(len(t) for t in reading._CACHE)
+
+
+def test_column_extremes_fold_row_groups(tmp_path: Path) -> None:
+    from deltamerge.stats.footer import column_extremes
+
+    path = str(tmp_path / "f.parquet")
+    ids = pa.array([5, None, 9, None, None, -3], pa.int64())
+    table = pa.table({"id": ids, "s": pa.array([{"x": 1}] * 6)})
+    pq.write_table(table, path, row_group_size=2)  # groups: (5, NULL) (9, NULL) (NULL, -3)
+    md = pq.read_metadata(path)
+    assert column_extremes(md, ("id",), "long") == (-3, 9)
+    assert column_extremes(md, ("s", "x"), "long") == (1, 1)
+    assert column_extremes(md, ("missing",), "long") == (None, None)
+    nulls = str(tmp_path / "n.parquet")
+    pq.write_table(pa.table({"id": pa.array([None, None], pa.int64())}), nulls)
+    assert column_extremes(pq.read_metadata(nulls), ("id",), "long") == (None, None)
+    bare = str(tmp_path / "b.parquet")
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), bare, write_statistics=False)
+    assert column_extremes(pq.read_metadata(bare), ("id",), "long") is None

@@ -265,6 +265,17 @@ def _aggregate_column(md: pq.FileMetaData, col: int, delta_type: Any, want_minma
     return agg
 
 
+def column_extremes(md: pq.FileMetaData, path: tuple[str, ...], delta_type: str) -> tuple[Any, Any] | None:
+    """(min, max) over every row group of the top-level or nested leaf ``path`` (names in the file),
+    as Python values of ``delta_type``; ``(None, None)`` when the file lacks the column or holds only
+    NULLs in it; None when a row group with values has no usable statistics."""
+    cols = _column_indexes(StatsLeaf(path, path, delta_type), _parquet_leaf_paths(md), exact_length=True)
+    if len(cols) != 1:
+        return None, None
+    agg = _aggregate_column(md, cols[0], delta_type, True)
+    return (agg.min, agg.max) if agg.minmax_ok else None
+
+
 def _put(target: dict[str, Any], path: Sequence[str], value: Any) -> None:
     for p in path[:-1]:
         target = target.setdefault(p, {})
