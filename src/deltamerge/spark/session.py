@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors import IllegalArgumentException
 from pyspark.sql import Column, DataFrame, DataFrameReader, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -181,8 +182,14 @@ def observed_values(obs: Observation) -> dict[str, Any]:
         }
     row = _observed_row(jo)
     if row is not None:
-        # A dropped observation (its subtree optimised away) has an empty row without a schema.
-        values = json.loads(row.json()) if row.schema() is not None else {}
+        try:
+            values = json.loads(row.json())
+        except (Py4JJavaError, IllegalArgumentException):
+            # A dropped observation (its subtree optimised away) has an empty row without a schema;
+            # asked only here, so a delivered one costs no round trip more.
+            if row.length():
+                raise
+            values = {}
     else:
         scala_map = _observed_map(obs, jo)
         values = {} if scala_map is None else json.loads(_map_json(obs, scala_map))
