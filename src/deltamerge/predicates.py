@@ -71,6 +71,59 @@ def _by(name: str) -> Callable[[Generator, exp.Expression], str]:
     return sql
 
 
+class ShiftRightUnsigned(exp.BitwiseRightShift):  # type: ignore[misc]
+    """Spark's ``a >>> b`` (``shiftrightunsigned``), which SQLGlot does not know; written back as
+    the operator, so that Spark groups it with its neighbours as it would have."""
+
+
+#: Function names Spark also reads without parentheses when no column has the name (its
+#: LiteralFunctionResolution): ``current_date``, ``user``... A column of that name comes first.
+BARE_FUNCTIONS = frozenset(
+    {"current_date", "current_timestamp", "current_time", "current_user", "user", "session_user"}
+)
+_BARE = "bare_function"
+
+
+def bare_function_name(node: exp.Expr) -> str | None:
+    """The name a function node was written as without parentheses (``current_date``), which a
+    column of that name would win over; None for anything else."""
+    name = node.meta.get(_BARE) if node.meta else None
+    return name if isinstance(name, str) else None
+
+
+def mark_bare(node: exp.Expr, name: str) -> None:
+    """Mark ``node`` as standing for the bare function name ``name`` (see ``bare_function_name``)."""
+    node.meta[_BARE] = name
+
+
+def bare_function(name: str) -> exp.Expression:
+    """The function a bare name (one of ``BARE_FUNCTIONS``) stands for when no column has it."""
+    lower = name.lower()
+    if lower in ("current_user", "user", "session_user"):
+        return exp.Anonymous(this=lower, expressions=[])
+    return cast(exp.Expression, sqlglot.parse_one(f"{lower}()", read=DIALECT))
+
+
+def _marked_bare(cls: type[exp.Expression], name: str) -> Callable[[], exp.Expression]:
+    def make() -> exp.Expression:
+        node = cls()
+        mark_bare(node, name)
+        return node
+
+    return make
+
+
+def _niladic(name: str) -> Callable[[Generator, exp.Expression], str]:
+    # Written as it was: bare (which a column of that name wins over, as in Spark) or with
+    # parentheses (always the function).
+    def sql(gen: Generator, e: exp.Expression) -> str:
+        if any(v is not None for v in e.args.values()):
+            return gen.function_fallback_sql(cast(exp.Func, e))
+        return name if bare_function_name(e) else f"{name}()"
+
+    return sql
+
+
 class _Generator(_SparkGenerator):  # type: ignore[misc]
     PARSE_JSON_NAME = "PARSE_JSON"
     # Spark 4 has TIME (SQLGlot's Spark writes TIMESTAMP, as for Spark 3).
@@ -83,6 +136,15 @@ class _Generator(_SparkGenerator):  # type: ignore[misc]
         for k, v in {
             **_SparkGenerator.TRANSFORMS,
             exp.StrPosition: _instr,
+            # Spark 4's shift operators, written back as operators: SQLGlot reads them at the level
+            # of & and | (Spark binds shifts tighter), which its SHIFTRIGHT(a & b, 1) would fix.
+            ShiftRightUnsigned: lambda gen, e: gen.binary(e, ">>>"),
+            exp.BitwiseRightShift: lambda gen, e: gen.binary(e, ">>"),
+            exp.BitwiseLeftShift: lambda gen, e: gen.binary(e, "<<"),
+            exp.CurrentDate: _niladic("CURRENT_DATE"),
+            exp.CurrentTimestamp: _niladic("CURRENT_TIMESTAMP"),
+            exp.CurrentUser: _niladic("CURRENT_USER"),
+            exp.SessionUser: _niladic("SESSION_USER"),
             exp.GroupConcat: _listagg,
             exp.ArgMax: _by("MAX_BY"),
             exp.ArgMin: _by("MIN_BY"),
@@ -164,6 +226,31 @@ class _Tokenizer(_SparkTokenizer):  # type: ignore[misc]
 class _Parser(_SparkParser):  # type: ignore[misc]
     # v:a.b[0] extracts from a VARIANT in Spark 4 (SQLGlot's Spark reads ``v AS :a``).
     COLON_IS_VARIANT_EXTRACT = True
+    # current_date written without parentheses is a column when one has that name (Spark resolves
+    # columns first): marked, so MERGE resolution can tell it from current_date().
+    NO_PAREN_FUNCTIONS: ClassVar[dict[Any, Any]] = {
+        token: _marked_bare(cls, token.name.lower()) for token, cls in _SparkParser.NO_PAREN_FUNCTIONS.items()
+    }
+
+    def _parse_term(self, parse_mod: bool = True) -> Any:
+        # a >>> b: Spark's unsigned right shift, which binds like >> (looser than + and -). SQLGlot
+        # reads ``a >>`` and fails on ``> b``. Three adjacent '>' tokens, not one token: a nested
+        # type closes with them too (ARRAY<ARRAY<ARRAY<INT>>>).
+        this = super()._parse_term(parse_mod=parse_mod)
+        while this is not None and self._unsigned_shift_ahead():
+            self._advance(3)
+            right = super()._parse_term(parse_mod=parse_mod)
+            this = self.expression(ShiftRightUnsigned(this=this, expression=right))
+        return this
+
+    def _unsigned_shift_ahead(self) -> bool:
+        tokens = self._tokens[self._index : self._index + 3]
+        return (
+            len(tokens) == 3
+            and all(t.token_type == TokenType.GT for t in tokens)
+            and tokens[0].end + 1 == tokens[1].start
+            and tokens[1].end + 1 == tokens[2].start
+        )
 
     def _parse_value(self, values: bool = True) -> exp.Tuple | None:
         # VALUES 1, 2 AS s(id): one row per bare value. SQLGlot's Spark reads ``2 AS s`` as the last

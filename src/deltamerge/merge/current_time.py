@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from deltamerge.merge.clauses import Assignment, MergeClause, MergeSpec
+from deltamerge.predicates import bare_function_name, mark_bare
 from deltamerge.spark.types import quote_name
 
 # How Spark prints clock functions in an analysed plan (``current_date(Some(UTC))``, ``now()`` ...).
@@ -43,11 +44,15 @@ def _is_clock(node: exp.Expr) -> bool:
 
 def _literal(node: exp.Expr, micros: int) -> exp.Expr:
     instant = exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(micros)])
+    out: exp.Expr = instant
     if isinstance(node, exp.CurrentDate):
-        return exp.Cast(this=instant, to=exp.DataType.build("DATE"))
-    if isinstance(node, exp.Localtimestamp):
-        return exp.Cast(this=instant, to=exp.DataType.build("TIMESTAMP_NTZ", dialect="spark"))
-    return instant
+        out = exp.Cast(this=instant, to=exp.DataType.build("DATE"))
+    elif isinstance(node, exp.Localtimestamp):
+        out = exp.Cast(this=instant, to=exp.DataType.build("TIMESTAMP_NTZ", dialect="spark"))
+    bare = bare_function_name(node)
+    if bare is not None:  # a column named current_date still wins over it (merge/resolution.py)
+        mark_bare(out, bare)
+    return out
 
 
 def _reads_clock(node: exp.Expression | None) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import cast
 
 from pyspark.sql.types import StructType
 from sqlglot import exp
@@ -17,6 +18,9 @@ from sqlglot import exp
 from deltamerge.errors import AnalysisError
 from deltamerge.merge.alignment import error
 from deltamerge.predicates import (
+    BARE_FUNCTIONS,
+    bare_function,
+    bare_function_name,
     catalyst_sql,
     has_aggregate,
     has_subquery,
@@ -134,8 +138,36 @@ class _Resolver:
         side, idx, fields = candidates[0]
         return Ref(side.name, idx, fields)
 
+    def _columns_first(self, node: exp.Expression, scope: Sequence[Side]) -> exp.Expression:
+        """Bare ``current_date`` & co. as Spark resolves them: a column of that name in ``scope``
+        when there is one, else the function (for the clock, pinned to the merge's instant)."""
+        if not any(bare_function_name(n) is not None for n in node.walk()):
+            return node
+
+        def swap(n: exp.Expression) -> exp.Expression:
+            name = bare_function_name(n)
+            if name is not None and any(side.index(name) is not None for side in scope):
+                return exp.column(name)
+            return n
+
+        return cast(exp.Expression, node.transform(swap))
+
+    def _literal_function(self, parts: list[str], scope: Sequence[Side]) -> exp.Expression | None:
+        # ``user``, ``current_time``: a name no column in scope has that Spark reads as a function
+        # (SQLGlot parses these as columns).
+        if len(parts) != 1 or parts[0].lower() not in BARE_FUNCTIONS:
+            return None
+        if any(side.index(parts[0]) is not None for side in scope):
+            return None
+        return bare_function(parts[0])
+
     def rewrite(self, node: exp.Expression, scope: Sequence[Side], where: str) -> exp.Expression:
+        node = self._columns_first(node, scope)
+
         def to_internal(parts: list[str]) -> exp.Expression:
+            function = self._literal_function(parts, scope)
+            if function is not None:
+                return function
             ref = self.resolve(parts, scope, where)
             internal = self.target.internal if ref.side == "target" else self.source.internal
             out: exp.Expression = exp.column(internal(ref.index))
@@ -147,9 +179,11 @@ class _Resolver:
 
     def refs(self, node: exp.Expression, scope: Sequence[Side], where: str) -> list[Ref]:
         found: list[Ref] = []
+        node = self._columns_first(node, scope)
 
         def collect(parts: list[str]) -> exp.Expression:
-            found.append(self.resolve(parts, scope, where))
+            if self._literal_function(parts, scope) is None:
+                found.append(self.resolve(parts, scope, where))
             return exp.column("x")
 
         rewrite_columns(node, collect, _alias_of(scope))
