@@ -243,6 +243,20 @@ class _Parser(_SparkParser):  # type: ignore[misc]
             this = self.expression(ShiftRightUnsigned(this=this, expression=right))
         return this
 
+    def _parse_type(self, *args: Any, **kwargs: Any) -> Any:
+        # X 'F0' (a space before the quote) is Spark's binary literal too, like DATE '...'.
+        curr, nxt = self._curr, self._next
+        if (
+            curr is not None
+            and nxt is not None
+            and curr.token_type == TokenType.VAR
+            and curr.text.upper() == "X"
+            and nxt.token_type == TokenType.STRING
+        ):
+            self._advance(2)
+            return self._parse_column_ops(self.expression(exp.HexString(this=nxt.text)))
+        return super()._parse_type(*args, **kwargs)
+
     def _unsigned_shift_ahead(self) -> bool:
         tokens = self._tokens[self._index : self._index + 3]
         return (
