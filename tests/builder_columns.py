@@ -87,3 +87,30 @@ def udf_merge(spark: Any, path: str) -> list[tuple]:
 
 
 UDF_EXPECTED = [(1, "X!a"), (2, "b"), (3, "c"), (50, "NEW!")]
+
+
+def struct_merge(spark: Any, path: str) -> list[tuple]:
+    """F.struct(...) Columns name their fields after the aliases (the aliases were dropped: the
+    struct's fields were v and col2, which cannot be cast to a<int>, b<string>)."""
+    from pyspark.sql import functions as F
+
+    import deltamerge
+    from deltamerge import DeltaTable
+
+    schema = "id INT, s STRUCT<a: INT, b: STRING>"
+    deltamerge.write(spark.createDataFrame([(1, (1, "a")), (2, (2, "b"))], schema), path)
+    source = spark.createDataFrame([(1, 9, "x"), (3, 7, "y")], "id INT, v INT, w STRING")
+    updated = F.struct(F.col("s.v").alias("a"), F.upper(F.col("s.w")).alias("b"))
+    # fields out of order: assigned by name (spark.databricks.delta.resolveMergeUpdateStructsByName)
+    inserted = F.struct(F.col("s.w").alias("b"), F.col("s.v").alias("a"))
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(set={"s": updated})
+        .whenNotMatchedInsert(values={"id": "s.id", "s": inserted})
+        .execute()
+    )  # fmt: skip
+    return sorted((r.id, tuple(r.s)) for r in deltamerge.read(spark, path).collect())
+
+
+STRUCT_EXPECTED = [(1, (9, "X")), (2, (2, "b")), (3, (7, "y"))]

@@ -412,6 +412,12 @@ def test_lambdas_and_try_cast_in_column_arguments(connect_spark, tmp_path):
     assert higher_order_merge(connect_spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
 
 
+def test_struct_fields_named_by_aliases(connect_spark, tmp_path):
+    from builder_columns import STRUCT_EXPECTED, struct_merge
+
+    assert struct_merge(connect_spark, str(tmp_path / "t")) == STRUCT_EXPECTED
+
+
 def test_python_udfs_in_column_arguments(connect_spark, tmp_path):
     from builder_columns import UDF_EXPECTED, udf_merge
 

@@ -122,6 +122,12 @@ def test_lambdas_and_try_cast_in_column_arguments(spark, tmp_path):
     assert higher_order_merge(spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
 
 
+def test_struct_fields_named_by_aliases(spark, tmp_path):
+    from builder_columns import STRUCT_EXPECTED, struct_merge
+
+    assert struct_merge(spark, str(tmp_path / "t")) == STRUCT_EXPECTED
+
+
 def test_python_udfs_in_column_arguments(spark, tmp_path):
     """F.udf(...) Columns (were refused: DELTA_UNSUPPORTED_EXPRESSION)."""
     from builder_columns import UDF_EXPECTED, udf_merge

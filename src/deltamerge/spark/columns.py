@@ -170,8 +170,10 @@ def _classic_sql(node: Any) -> str:
     if kind == "Literal":
         return _literal_sql(_py_value(node.value()))
     if kind == "UnresolvedFunction":
-        args = [_classic_sql(a) for a in _seq(node.arguments())]
-        return _function_sql(node.functionName(), args, bool(node.isDistinct()))
+        name = str(node.functionName())
+        keep = name.lower() == "struct"
+        args = [_classic_arg(a) if keep else _classic_sql(a) for a in _seq(node.arguments())]
+        return _function_sql(name, args, bool(node.isDistinct()))
     if kind == "Cast":
         mode = node.evalMode()
         cast = "TRY_CAST" if mode.isDefined() and "Try" in mode.get().getClass().getName() else "CAST"
@@ -206,6 +208,15 @@ def _classic_sql(node: Any) -> str:
         parts.append("END")
         return "(" + " ".join(parts) + ")"
     raise _unsupported(kind)
+
+
+def _classic_arg(node: Any) -> str:
+    # struct(col.alias("a")) names its field after the alias: SQL's struct(x AS a).
+    if node.getClass().getSimpleName() == "Alias":
+        names = _seq(node.name())
+        if len(names) == 1:
+            return f"{_classic_sql(node.child())} AS {_quote_ident(str(names[0]))}"
+    return _classic_sql(node)
 
 
 # The session a builder's Columns belong to (its source's): a UDF Column is registered there.
@@ -312,7 +323,8 @@ def _connect_sql(expr: Any) -> str:
     if kind == "LiteralExpression":
         return _literal_sql(_connect_literal(expr._value, expr._dataType))
     if kind == "UnresolvedFunction":
-        args = [_connect_sql(a) for a in expr._args]
+        keep = str(expr._name).lower() == "struct"
+        args = [_connect_arg(a) if keep else _connect_sql(a) for a in expr._args]
         return _function_sql(expr._name, args, bool(getattr(expr, "_is_distinct", False)))
     if kind == "CastExpression":
         dt = expr._data_type
@@ -341,6 +353,14 @@ def _connect_sql(expr: Any) -> str:
         parts.append("END")
         return "(" + " ".join(parts) + ")"
     raise _unsupported(kind)
+
+
+def _connect_arg(expr: Any) -> str:
+    # struct(col.alias("a")) names its field after the alias: SQL's struct(x AS a).
+    names = getattr(expr, "_alias", None) if type(expr).__name__ == "ColumnAlias" else None
+    if names is not None and len(names) == 1:
+        return f"{_connect_sql(expr._child)} AS {_quote_ident(str(names[0]))}"
+    return _connect_sql(expr)
 
 
 def _connect_literal(value: Any, data_type: Any) -> Any:
