@@ -4,6 +4,7 @@ higher-order functions with Python lambdas and ``try_cast``. Run on a classic se
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 
@@ -114,3 +115,39 @@ def struct_merge(spark: Any, path: str) -> list[tuple]:
 
 
 STRUCT_EXPECTED = [(1, (9, "X")), (2, (2, "b")), (3, (7, "y"))]
+
+
+def decimal_interval_merge(spark: Any, path: str) -> list[tuple]:
+    """lit(Decimal) is a DECIMAL (it was the string '1.50': times 2 gave the double 3.0) and
+    lit(timedelta) a day-time interval (it was the string 'PT24H3S')."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from pyspark.sql import functions as F
+
+    import deltamerge
+    from deltamerge import DeltaTable
+
+    schema = "id INT, label STRING, ts TIMESTAMP"
+    start = dt.datetime(2024, 1, 1, 12, 0, 0)
+    deltamerge.write(spark.createDataFrame([(1, "a", start), (2, "b", start)], schema), path)
+    source = spark.createDataFrame([(1,), (2,)], "id INT")
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(
+            F.col("s.id") * F.lit(Decimal("1.5")) > F.lit(Decimal("2.0")),
+            set={
+                "label": F.lit(Decimal("1.50")) * 2,
+                "ts": F.col("t.ts") + F.lit(dt.timedelta(days=1, seconds=3)),
+            },
+        )
+        .execute()
+    )  # fmt: skip
+    return sorted((r.id, r.label, r.ts) for r in deltamerge.read(spark, path).collect())
+
+
+DECIMAL_INTERVAL_EXPECTED = [
+    (1, "a", _dt.datetime(2024, 1, 1, 12, 0, 0)),
+    (2, "3.00", _dt.datetime(2024, 1, 2, 12, 0, 3)),
+]

@@ -418,6 +418,12 @@ def test_struct_fields_named_by_aliases(connect_spark, tmp_path):
     assert struct_merge(connect_spark, str(tmp_path / "t")) == STRUCT_EXPECTED
 
 
+def test_decimal_and_interval_literals(connect_spark, tmp_path):
+    from builder_columns import DECIMAL_INTERVAL_EXPECTED, decimal_interval_merge
+
+    assert decimal_interval_merge(connect_spark, str(tmp_path / "t")) == DECIMAL_INTERVAL_EXPECTED
+
+
 def test_python_udfs_in_column_arguments(connect_spark, tmp_path):
     from builder_columns import UDF_EXPECTED, udf_merge
 

@@ -283,8 +283,8 @@ def _connect_udf_sql(expr: Any) -> str:
 
 def _py_value(value: Any) -> Any:
     # py4j hands back Python primitives for primitive literals and Java objects for the rest.
-    if value is None or isinstance(value, (bool, int, float, str, bytes, bytearray)):
-        return value
+    if value is None or isinstance(value, (bool, int, float, str, bytes, bytearray, decimal.Decimal)):
+        return value  # py4j converts java.math.BigDecimal (a DECIMAL literal's value) to Decimal
     try:
         cls = value.getClass().getName()
     except Exception:
@@ -301,6 +301,9 @@ def _py_value(value: Any) -> Any:
         return _SqlText(f"CAST('{value.toString().replace('T', ' ')}' AS TIMESTAMP_NTZ)")
     if cls == "java.math.BigDecimal":
         return decimal.Decimal(str(value.toPlainString()))
+    if cls == "java.time.Duration":  # lit(timedelta(...)): a day-time interval
+        micros = int(value.getSeconds()) * 1_000_000 + int(value.getNano()) // 1000
+        return _SqlText(f"MAKE_DT_INTERVAL(0, 0, 0, {decimal.Decimal(micros) / 1_000_000})")
     return str(value)
 
 
