@@ -240,7 +240,7 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
             return read(spark, path, version=version, timestamp=timestamp), alias
         bare = using.copy()
         bare.set("alias", None)
-        if prefix or bare.args.get("version") is not None:
+        if prefix or bare.args.get("version") is not None or bare.args.get("sample") is not None:
             return _query(spark, f"{prefix}SELECT * FROM {bare.sql(dialect=DIALECT)}"), alias or using.name
         return spark.table(bare.sql(dialect=DIALECT)), alias or using.name
     query = using.this if isinstance(using, exp.Subquery) else using

@@ -645,3 +645,21 @@ def test_bare_function_names_are_columns_first(spark, tmp_path) -> None:  # type
 
 def _today(spark):  # type: ignore[no-untyped-def]
     return spark.sql("SELECT current_date()").first()[0]  # type: ignore[index]
+
+
+def test_sampled_table_as_the_merge_source(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``USING name TABLESAMPLE (...) alias``: the sample was handed to spark.table() as part of
+    the name (PARSE_SYNTAX_ERROR)."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING"), path)
+    spark.createDataFrame([(1, "x"), (2, "y")], "id INT, v STRING").createOrReplaceTempView("sampled_src")
+    try:
+        for percent, expected in ((0, [(1, "a"), (2, "b")]), (100, [(1, "x"), (2, "y")])):
+            deltamerge.sql(
+                spark,
+                f"MERGE INTO delta.`{path}` t USING sampled_src TABLESAMPLE ({percent} PERCENT) s "
+                "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v",
+            )
+            assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == expected
+    finally:
+        spark.catalog.dropTempView("sampled_src")
