@@ -69,13 +69,17 @@ def udf_merge(spark: Any, path: str) -> list[tuple]:
     odd = F.udf(lambda n: n % 2 == 1, "boolean", useArrow=False)
     deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id int, v string"), path)
     source = spark.createDataFrame([(1, "x"), (2, "y"), (5, "z")], "id int, v string")
-    (
+    merge = (
         DeltaTable.forPath(spark, path).alias("t")
         .merge(source.alias("s"), F.col("t.id") == F.col("s.id"))
         .whenMatchedUpdate(odd(F.col("t.id")), set={"v": F.concat(shout(F.col("s.v")), F.col("t.v"))})
         .whenNotMatchedInsert(values={"id": F.col("s.id") * 10, "v": shout(F.lit("new"))})
-        .execute()
     )  # fmt: skip
+    merge.explain()  # analysed with the UDFs registered (and dropped after)
+    merge.execute()
+    # The temporary functions exist only while the merge runs (one per merge and UDF used to stay:
+    # a streaming job merging every batch piled them up).
+    assert not [r for r in spark.sql("SHOW USER FUNCTIONS").collect() if "__dm_udf" in r[0]]
     coin = F.udf(lambda: 1, "int", useArrow=False).asNondeterministic()
     with pytest.raises(AnalysisError, match="DELTA_NON_DETERMINISTIC_FUNCTION_NOT_SUPPORTED"):
         (

@@ -6,8 +6,9 @@ clauses into a ``MergeSpec`` and runs the command.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,7 +18,7 @@ from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeCl
 from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import column_parts, parse_expression
 from deltamerge.spark.arg_checks import check_condition_arg, check_set_arg
-from deltamerge.spark.columns import attribute_refs, column_session, expression_text
+from deltamerge.spark.columns import PendingUdf, attribute_refs, column_session, expression_text
 
 
 def _check_condition(condition: Any, method: str) -> None:
@@ -61,14 +62,29 @@ class DeltaMergeBuilder:
     _evolve: bool = False
     _extras: dict[str, Any] = field(default_factory=dict)
     _refs: Callable[[int, str], str] | None = None  # renders a pre-resolved df["col"] reference
+    # The temporary functions of UDF Columns, registered only while the merge runs (shared by the
+    # builders derived from this one: a fork may register one it does not use, harmlessly).
+    _udfs: list[PendingUdf] = field(default_factory=list)
 
     def _parse(self, value: str | Column | None):  # type: ignore[no-untyped-def]
-        with attribute_refs(self._refs), column_session(self._source.sparkSession):
+        with attribute_refs(self._refs), column_session(self._source.sparkSession, self._udfs):
             return parse_condition(value)
 
     def _assign(self, values: dict[str, str | Column]) -> tuple[Assignment, ...]:
-        with attribute_refs(self._refs), column_session(self._source.sparkSession):
+        with attribute_refs(self._refs), column_session(self._source.sparkSession, self._udfs):
             return assignments(values)
+
+    @contextlib.contextmanager
+    def _functions(self) -> Iterator[None]:
+        udfs = list(dict.fromkeys(self._udfs))
+        try:
+            for udf in udfs:
+                udf.register()
+            yield
+        finally:
+            for udf in udfs:
+                with contextlib.suppress(Exception):  # a stopped session has nothing to drop
+                    udf.drop()
 
     def _with(self, clause: MergeClause | None) -> DeltaMergeBuilder:
         return self if clause is None else replace(self, _clauses=(*self._clauses, clause))
@@ -154,11 +170,15 @@ class DeltaMergeBuilder:
     def execute(self) -> DataFrame:
         """Run the merge; returns one row (num_affected_rows, num_updated_rows, num_deleted_rows,
         num_inserted_rows)."""
-        return self._run(self._spec())
+        spec = self._spec()
+        with self._functions():
+            return self._run(spec)
 
     def explain(self) -> str:
         """The plan (executor, join, files before/after skipping, materialization), nothing written."""
-        return self._explain(self._spec())
+        spec = self._spec()
+        with self._functions():
+            return self._explain(spec)
 
 
 def validate_merge_args(source: Any, condition: Any) -> None:

@@ -16,6 +16,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JError, Py4JJavaError
@@ -221,16 +222,42 @@ def _classic_arg(node: Any) -> str:
 
 # The session a builder's Columns belong to (its source's): a UDF Column is registered there.
 _SESSION: ContextVar[Any] = ContextVar("deltamerge_column_session", default=None)
+# Where the block's UDF registrations wait to be run (``column_session(..., deferred=...)``).
+_DEFERRED: ContextVar[list[PendingUdf] | None] = ContextVar("deltamerge_deferred_udfs", default=None)
+
+
+@dataclass(frozen=True)
+class PendingUdf:
+    """A UDF Column's temporary function: ``register()`` before the statement runs, ``drop()`` after."""
+
+    name: str
+    session: Any
+    register: Callable[[], None]
+
+    def drop(self) -> None:
+        """Drop the temporary function (a merge run from a streaming batch must not leave one per batch)."""
+        self.session.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {self.name}")
 
 
 @contextlib.contextmanager
-def column_session(session: Any) -> Iterator[None]:
-    """Register the UDFs of Columns converted inside the block in ``session``."""
+def column_session(session: Any, deferred: list[PendingUdf] | None = None) -> Iterator[None]:
+    """Register the UDFs of Columns converted inside the block in ``session``: at once, or, with
+    ``deferred``, by the caller around the statement that uses them (appended there)."""
     token = _SESSION.set(session)
+    pending = _DEFERRED.set(deferred)
     try:
         yield
     finally:
+        _DEFERRED.reset(pending)
         _SESSION.reset(token)
+
+
+def _registered(name: str, session: Any, register: Callable[[], None]) -> None:
+    deferred = _DEFERRED.get()
+    if deferred is None:
+        register()
+    else:
+        deferred.append(PendingUdf(name, session, register))
 
 
 def _session() -> Any:
@@ -261,7 +288,7 @@ def _classic_udf_sql(udf: Any) -> str:
         if isinstance(e, Py4JJavaError):
             raise
         function = make(*params)
-    session._jsparkSession.udf().registerPython(name, function)  # type: ignore[attr-defined]
+    _registered(name, session, lambda: session._jsparkSession.udf().registerPython(name, function))
     args = []
     for child in _seq(udf.children()):
         wrapped = child.getClass().getSimpleName() == "ColumnNodeExpression"
@@ -275,8 +302,13 @@ def _connect_udf_sql(expr: Any) -> str:
     if session is None or type(function).__name__ != "PythonUDF":
         raise _unsupported(type(expr).__name__)
     name = _udf_name(bool(expr._deterministic))
-    session._client.register_udf(  # type: ignore[attr-defined]
-        function._func, function._output_type, name, function._eval_type, bool(expr._deterministic)
+    deterministic = bool(expr._deterministic)
+    _registered(
+        name,
+        session,
+        lambda: session._client.register_udf(  # type: ignore[attr-defined]
+            function._func, function._output_type, name, function._eval_type, deterministic
+        ),
     )
     return f"{name}({', '.join(_connect_sql(a) for a in expr._arguments)})"
 
