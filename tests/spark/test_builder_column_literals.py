@@ -134,6 +134,14 @@ def test_decimal_and_interval_literals(spark, tmp_path):
     assert decimal_interval_merge(spark, str(tmp_path / "t")) == DECIMAL_INTERVAL_EXPECTED
 
 
+def test_with_field_and_drop_fields(spark, tmp_path):
+    from builder_columns import update_fields_merge
+
+    got, expected = update_fields_merge(spark, str(tmp_path / "t"))
+    assert got == expected
+    assert got[0] == (1, (9, "P", (90, 2))) and got[1] == (2, None) and got[2] == (3, (7, "R", None))
+
+
 def test_python_udfs_in_column_arguments(spark, tmp_path):
     """F.udf(...) Columns (were refused: DELTA_UNSUPPORTED_EXPRESSION)."""
     from builder_columns import UDF_EXPECTED, udf_merge

@@ -378,3 +378,12 @@ def test_translate_runtime_error():
     assert err is not None and err.error_class == "DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"
     assert err.message.endswith("due to an overflow.")
     assert translate_runtime_error(Exception("something else")) is None
+
+
+def test_struct_field_paths_as_spark_reads_them() -> None:
+    from deltamerge.merge.struct_fields import _field_path
+
+    assert _field_path("a") == ["a"]
+    assert _field_path("a.b") == ["a", "b"]
+    assert _field_path("a.`b.c`.d") == ["a", "b.c", "d"]
+    assert _field_path("`x``y`") == ["x`y"]

@@ -36,6 +36,7 @@ from deltamerge.config import SessionConf
 from deltamerge.errors import AnalysisError
 from deltamerge.generated import generated_columns, substitute
 from deltamerge.identity import explicit_insert_error, identity_columns, identity_of, update_error
+from deltamerge.merge import struct_fields
 from deltamerge.merge.alignment import Action, Aligner, Typer, error, scol, tcol
 from deltamerge.merge.casting import Caster, CastSettings, spark_type
 from deltamerge.merge.casting import field as struct_field
@@ -327,6 +328,13 @@ class _Analyzer:
             walk(exp.column(scol(i)), f.dataType, (f.name,))
         return leaves
 
+    def _rewrite(self, node: exp.Expression, scope: list[Side], where: str) -> exp.Expression:
+        """``node`` in internal column names, builder Columns' withField / dropFields expanded."""
+        out = self.r.rewrite(node, scope, where)
+        if not struct_fields.has_markers(out):
+            return out
+        return struct_fields.expand(out, lambda n: self.typer.types([n])[0], self.case_sensitive)
+
     def _relation_exists(self) -> Callable[[str], bool] | None:
         spark = getattr(self.typer, "spark", None)
         return None if spark is None else spark.catalog.tableExists
@@ -348,7 +356,7 @@ class _Analyzer:
                 out.append(Action(path, default_value(field)))
                 continue
             _check_value(a.value, where)
-            out.append(Action(path, self.r.rewrite(a.value, scope, where)))
+            out.append(Action(path, self._rewrite(a.value, scope, where)))
         return out
 
     # --- schema evolution ------------------------------------------------------------------------------
@@ -451,7 +459,7 @@ class _Analyzer:
                 "428GU",
             )
         _check_condition(spec.condition, "search condition of MERGE operation", self._relation_exists())
-        condition = self.r.rewrite(spec.condition, [self.source, self.target], "search condition")
+        condition = self._rewrite(spec.condition, [self.source, self.target], "search condition")
         resolved: list[tuple[MergeClause, list[Action] | None, exp.Expression | None]] = []
         for clause in spec.clauses:
             actions = self._actions(clause)
@@ -459,7 +467,7 @@ class _Analyzer:
             if clause.condition is not None:
                 where = _CONDITION_NAMES[clause.action]
                 _check_condition(clause.condition, f"{where} of MERGE operation", self._relation_exists())
-                cond = self.r.rewrite(clause.condition, self._scope(clause.kind), where)
+                cond = self._rewrite(clause.condition, self._scope(clause.kind), where)
             resolved.append((clause, actions, cond))
         self.final_schema = self._evolve([(c, a) for c, a, _ in resolved])
         untyped = [a for _, acts, _ in resolved for a in acts or [] if a.vtype is None]

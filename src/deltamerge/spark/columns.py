@@ -133,6 +133,19 @@ def _lambda_sql(names: list[str], body: str) -> str:
     return f"{params} -> {body}"
 
 
+#: What ``col.withField(name, value)`` / ``col.dropFields(name)`` become: calls that MERGE analysis
+#: expands once the struct's type is known (merge/struct_fields.py); SQL has no such function.
+WITH_FIELD = "__dm_with_field"
+DROP_FIELD = "__dm_drop_field"
+
+
+def update_fields_sql(struct: str, name: str, value: str | None) -> str:
+    """``struct.withField(name, value)`` (``dropFields(name)`` when ``value`` is None) as a marker call."""
+    if value is None:
+        return f"{DROP_FIELD}({struct}, {_literal_sql(name)})"
+    return f"{WITH_FIELD}({struct}, {_literal_sql(name)}, {value})"
+
+
 def _unsupported(kind: str) -> AnalysisError:
     return AnalysisError(
         f"Cannot use a Column built from {kind} in a MERGE expression; "
@@ -199,6 +212,13 @@ def _classic_sql(node: Any) -> str:
         if inner.getClass().getSimpleName() == "PythonUDF":
             return _classic_udf_sql(inner)
         raise _unsupported(str(inner.getClass().getSimpleName()))
+    if kind == "UpdateFields":
+        value = node.valueExpression()
+        return update_fields_sql(
+            _classic_sql(node.structExpression()),
+            str(node.fieldName()),
+            _classic_sql(value.get()) if value.isDefined() else None,
+        )
     if kind == "CaseWhenOtherwise":
         parts = ["CASE"]
         for branch in _seq(node.branches()):
@@ -379,6 +399,12 @@ def _connect_sql(expr: Any) -> str:
         return _extract_sql(_connect_sql(expr._child), _extraction_key(value, _connect_sql(key)))
     if kind == "CommonInlineUserDefinedFunction":
         return _connect_udf_sql(expr)
+    if kind == "WithField":
+        return update_fields_sql(
+            _connect_sql(expr._structExpr), str(expr._fieldName), _connect_sql(expr._valueExpr)
+        )
+    if kind == "DropField":
+        return update_fields_sql(_connect_sql(expr._structExpr), str(expr._fieldName), None)
     if kind == "CaseWhen":
         parts = ["CASE"]
         for cond, value in expr._branches:
