@@ -174,7 +174,7 @@ def update_fields_merge(spark: Any, path: str) -> tuple[list[tuple], list[tuple]
     source = spark.createDataFrame([(1, 9, "p"), (2, 8, "q"), (3, 7, "r")], "id INT, v INT, w STRING")
     value = (
         F.col("t.s").withField("a", F.col("s.v")).withField("n.x", F.col("s.v") * 10)
-        .dropFields("b").withField("b", F.upper(F.col("s.w")))
+        .dropFields("b", "n.zz").withField("b", F.upper(F.col("s.w")))
     )  # fmt: skip
     # Spark's own result for the matched rows (the merge assigns the struct's fields by name)
     target = spark.createDataFrame(rows, schema).alias("t")
@@ -186,12 +186,13 @@ def update_fields_merge(spark: Any, path: str) -> tuple[list[tuple], list[tuple]
         (r.id, None if r.s is None else (r.s.a, r.s.b, None if r.s.n is None else tuple(r.s.n)))
         for r in updated.unionByName(target.join(source, "id", "left_anti")).collect()
     )
-    with pytest.raises(AnalysisError, match="FIELD_NOT_FOUND"):
-        (
-            DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
-            .whenMatchedUpdate(set={"s": F.col("t.s").withField("zz.q", F.lit(1))})
-            .execute()
-        )  # fmt: skip
+    for bad in (F.col("t.s").withField("zz.q", F.lit(1)), F.col("t.s").dropFields("zz.q")):
+        with pytest.raises(AnalysisError, match="FIELD_NOT_FOUND"):
+            (
+                DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+                .whenMatchedUpdate(set={"s": bad})
+                .execute()
+            )  # fmt: skip
     (
         DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
         .whenMatchedUpdate(set={"s": value})

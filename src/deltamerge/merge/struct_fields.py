@@ -76,7 +76,7 @@ def _rebuild(
     name, rest = parts[0], parts[1:]
     matches = {i for i, f in enumerate(t.fields) if same(f.name, name)}
     if not matches and (rest or value is None):
-        if value is None:
+        if not rest:
             return base  # nothing of that name to drop
         names = ", ".join(f"`{f.name}`" for f in t.fields)
         raise error(f"No such struct field `{name}` in {names}.", "FIELD_NOT_FOUND", "42704")
