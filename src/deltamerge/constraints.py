@@ -40,7 +40,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from deltamerge.errors import AnalysisError, InvariantViolationError
 from deltamerge.generated import check_expression, generated_columns
 from deltamerge.log import char_varchar
-from deltamerge.spark.types import as_nullable
+from deltamerge.spark.types import as_nullable, quote_name
 
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_FIELD = "delta.invariants"
@@ -106,10 +106,6 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _not_null_rules(
     dtype: DataType, path: list[str], extraction: str, depth: int
 ) -> list[tuple[list[str], str]]:
@@ -118,7 +114,7 @@ def _not_null_rules(
     if isinstance(dtype, StructType):
         for f in dtype.fields:
             child_path = [*path, f.name]
-            child = f"{extraction}.{_q(f.name)}" if extraction else _q(f.name)
+            child = f"{extraction}.{quote_name(f.name)}" if extraction else quote_name(f.name)
             nested = _not_null_rules(f.dataType, child_path, child, depth)
             if not f.nullable:
                 rules.append((child_path, f"{child} IS NOT NULL"))
@@ -217,12 +213,12 @@ def _length_rules(schema: StructType) -> list[Constraint]:
     maps are checked too (Delta's ``CharVarcharConstraint``), one rule per declared length."""
     out = []
     for path, _kind, n in char_varchar.length_limits(schema.jsonValue()):
-        parts = [".".join(_q(p) for p in path[: i + 1]) for i in range(len(path))]
+        parts = [".".join(quote_name(p) for p in path[: i + 1]) for i in range(len(path))]
         nulls = " OR ".join(f"{p} IS NULL" for p in parts)
         expression = f"({nulls} OR length(rtrim({parts[-1]})) <= {n})"
         out.append(Constraint("length", ".".join(path), expression, limit=n))
     for path, declared in char_varchar.nested_limits(schema.jsonValue()):
-        parts = [".".join(_q(p) for p in path[: i + 1]) for i in range(len(path))]
+        parts = [".".join(quote_name(p) for p in path[: i + 1]) for i in range(len(path))]
         nulls = " OR ".join(f"{p} IS NULL" for p in parts[:-1])
         for check, n in _nested_checks(parts[-1], declared, 0):
             expression = f"({nulls} OR {check})" if nulls else check
@@ -247,14 +243,14 @@ def _nested_checks(sql: str, declared: tuple[Any, ...], depth: int) -> Iterator[
                 yield f"({sql} IS NULL OR forall({side}({sql}), {var} -> {inner}))", n
     elif kind == "struct":
         for name, t in declared[1]:
-            for inner, n in _nested_checks(f"{sql}.{_q(name)}", t, depth):
+            for inner, n in _nested_checks(f"{sql}.{quote_name(name)}", t, depth):
                 yield f"({sql} IS NULL OR {inner})", n
 
 
 def _payload(index: int, rule: Constraint) -> Column:
     if rule.columns:
         values = F.to_json(
-            F.struct(*[F.expr(".".join(_q(p) for p in c.split("."))).alias(c) for c in rule.columns]),
+            F.struct(*[F.expr(".".join(quote_name(p) for p in c.split("."))).alias(c) for c in rule.columns]),
             {"ignoreNullFields": "false"},
         )
     else:
@@ -270,7 +266,9 @@ def _checked(df: DataFrame, rules: list[Constraint]) -> DataFrame:
         error = F.raise_error(_payload(i, rule))
         guarded = F.when(violated, error) if guarded is None else guarded.when(violated, error)
     assert guarded is not None
-    cols = [guarded.otherwise(F.col(_q(first))).alias(first)] + [F.col(_q(c)) for c in df.columns[1:]]
+    cols = [guarded.otherwise(F.col(quote_name(first))).alias(first)] + [
+        F.col(quote_name(c)) for c in df.columns[1:]
+    ]
     return df.select(*cols)
 
 
@@ -355,7 +353,7 @@ def _pad_declared(value: Column, declared: tuple[Any, ...]) -> Column:
     if kind == "struct":
         for name, t in declared[1]:
             if char_varchar.has_char_varchar(t, ("char",)):
-                value = value.withField(_q(name), _pad_declared(value.getField(name), t))
+                value = value.withField(quote_name(name), _pad_declared(value.getField(name), t))
     return value
 
 
@@ -363,7 +361,7 @@ def _padded(value: Column, tree: dict[str, Any]) -> Column:
     """``value`` with the CHAR leaves of ``tree`` (name -> width, a subtree for a struct field, or
     a declared array / map type) padded; a null struct stays null (``withField`` keeps it)."""
     for name, spec in tree.items():
-        value = value.withField(_q(name), _pad(value.getField(name), spec))
+        value = value.withField(quote_name(name), _pad(value.getField(name), spec))
     return value
 
 
@@ -391,8 +389,8 @@ def pad_chars(df: DataFrame, schema: StructType) -> DataFrame:
     def column(c: str) -> Column:
         spec = tree.get(c)
         if spec is None:
-            return F.col(_q(c))
-        return _pad(F.col(_q(c)), spec).alias(c)
+            return F.col(quote_name(c))
+        return _pad(F.col(quote_name(c)), spec).alias(c)
 
     return df.select(*[column(c) for c in df.columns])
 

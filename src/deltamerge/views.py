@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from deltamerge import catalog
 from deltamerge.errors import AnalysisError
 from deltamerge.spark.session import analyzed_plan_text
+from deltamerge.spark.types import quote_name
 
 _NODE = re.compile(r"^[\s:|+\-]*([A-Za-z]+)\s?(.*)$")
 _VIEW_NAME = re.compile(r"^\(`([^`]+)`")
@@ -207,12 +208,8 @@ def refresh_after_write(spark: SparkSession, name: str, path: str) -> None:
     for node, args in plan_nodes(spark.table(name)):
         inner = _registered_view(node, args, name)
         if inner is not None:
-            spark.sql(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS SELECT * FROM {_quote(inner)}")
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW {quote_name(name)} AS SELECT * FROM {quote_name(inner)}")
             return
     from deltamerge.io import read
 
     read(spark, path).createOrReplaceTempView(name)
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

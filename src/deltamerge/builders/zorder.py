@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from deltamerge.config import SessionConf
 from deltamerge.errors import AnalysisError, InvalidArgumentError
 from deltamerge.identifiers import name_parts
+from deltamerge.spark.types import quote_name
 from deltamerge.stats.schema import stats_columns
 
 __all__ = ["cluster", "zorder_columns"]
@@ -110,10 +111,6 @@ def zorder_columns(
     return out
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _ranked(column: Column, kind: str) -> Column:
     # What percentile_approx orders: the value itself, or an order-preserving number for types it
     # does not take (the first 7 bytes of a string or binary, big-endian, zero-padded).
@@ -143,7 +140,7 @@ def cluster(
     df = df.select(
         "*",
         *[
-            _ranked(F.col(".".join(_quoted(p) for p in parts)), kind).alias(r)
+            _ranked(F.col(".".join(quote_name(p) for p in parts)), kind).alias(r)
             for r, (parts, kind) in zip(ranked, columns, strict=True)
         ],
     )
@@ -187,8 +184,8 @@ def cluster(
         hashable = [
             f.name for f in df.schema.fields if f.name in original and "map<" not in f.dataType.simpleString()
         ]
-        keys["__dm_noise"] = F.xxhash64(*[F.col(_quoted(c)) for c in hashable or ranked]).bitwiseAND(255)
-    df = df.select(*[F.col(_quoted(c)) for c in original], *[v.alias(k) for k, v in keys.items()])
+        keys["__dm_noise"] = F.xxhash64(*[F.col(quote_name(c)) for c in hashable or ranked]).bitwiseAND(255)
+    df = df.select(*[F.col(quote_name(c)) for c in original], *[v.alias(k) for k, v in keys.items()])
     out = df.repartitionByRange(num_files, *keys)
     if sort_within:
         out = out.sortWithinPartitions("__dm_zvalue")

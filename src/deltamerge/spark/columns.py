@@ -23,7 +23,7 @@ from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import Column
 
 from deltamerge.errors import AnalysisError
-from deltamerge.spark.types import sql_string
+from deltamerge.spark.types import quote_name, sql_string
 
 _INFIX = {
     "==": "=",
@@ -46,10 +46,6 @@ _INFIX = {
     "|": "|",
     "^": "^",
 }
-
-
-def _quote_ident(part: str) -> str:
-    return "`" + part.replace("`", "``") + "`"
 
 
 class _SqlText(str):
@@ -124,7 +120,7 @@ def _function_sql(name: str, args: list[str], distinct: bool = False) -> str:
 
 def _lambda_name(name: str) -> str:
     # PySpark names a Python lambda's parameters x_1, y_2, ...
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else _quote_ident(name)
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else quote_name(name)
 
 
 def _lambda_sql(names: list[str], body: str) -> str:
@@ -180,7 +176,7 @@ def _classic_sql(node: Any) -> str:
     if kind == "SqlExpression":
         return f"({node.expression()})"
     if kind == "UnresolvedAttribute":
-        return ".".join(_quote_ident(p) for p in _seq(node.nameParts()))
+        return ".".join(quote_name(p) for p in _seq(node.nameParts()))
     if kind == "Literal":
         return _literal_sql(_py_value(node.value()))
     if kind == "UnresolvedFunction":
@@ -208,7 +204,7 @@ def _classic_sql(node: Any) -> str:
         if inner.getClass().getSimpleName() == "AttributeReference":
             render = _REFS.get()
             name = str(inner.name())
-            return render(int(inner.exprId().id()), name) if render else _quote_ident(name)
+            return render(int(inner.exprId().id()), name) if render else quote_name(name)
         if inner.getClass().getSimpleName() == "PythonUDF":
             return _classic_udf_sql(inner)
         raise _unsupported(str(inner.getClass().getSimpleName()))
@@ -236,7 +232,7 @@ def _classic_arg(node: Any) -> str:
     if node.getClass().getSimpleName() == "Alias":
         names = _seq(node.name())
         if len(names) == 1:
-            return f"{_classic_sql(node.child())} AS {_quote_ident(str(names[0]))}"
+            return f"{_classic_sql(node.child())} AS {quote_name(str(names[0]))}"
     return _classic_sql(node)
 
 
@@ -374,7 +370,7 @@ def _connect_sql(expr: Any) -> str:
         plan_id = getattr(expr, "_plan_id", None)
         if render is not None and plan_id is not None and "`" not in name and "." not in name:
             return render(int(plan_id), name)  # df["col"]: tied to df's plan
-        return name if "`" in name else ".".join(_quote_ident(p) for p in name.split("."))
+        return name if "`" in name else ".".join(quote_name(p) for p in name.split("."))
     if kind == "LiteralExpression":
         return _literal_sql(_connect_literal(expr._value, expr._dataType))
     if kind == "UnresolvedFunction":
@@ -420,7 +416,7 @@ def _connect_arg(expr: Any) -> str:
     # struct(col.alias("a")) names its field after the alias: SQL's struct(x AS a).
     names = getattr(expr, "_alias", None) if type(expr).__name__ == "ColumnAlias" else None
     if names is not None and len(names) == 1:
-        return f"{_connect_sql(expr._child)} AS {_quote_ident(str(names[0]))}"
+        return f"{_connect_sql(expr._child)} AS {quote_name(str(names[0]))}"
     return _connect_sql(expr)
 
 
