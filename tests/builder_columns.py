@@ -5,6 +5,7 @@ higher-order functions with Python lambdas and ``try_cast``. Run on a classic se
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 
@@ -202,4 +203,20 @@ def update_fields_merge(spark: Any, path: str) -> tuple[list[tuple], list[tuple]
         (r.id, None if r.s is None else (r.s.a, r.s.b, None if r.s.n is None else tuple(r.s.n)))
         for r in deltamerge.read(spark, path).collect()
     )
+    assert expected[:3] == [(1, (9, "P", (90, 2))), (2, None), (3, (7, "R", None))]  # the oracle itself
     return got, expected
+
+
+def _with(run: Callable[[Any, str], Any], expected: Any) -> Callable[[Any, str], tuple[Any, Any]]:
+    return lambda spark, path: (run(spark, path), expected)
+
+
+#: The merges run on a classic session (tests/spark/test_builder_column_literals.py) and on Spark
+#: Connect (tests/connect/test_connect_core.py): name -> (spark, table path) -> (got, expected).
+CASES: dict[str, Callable[[Any, str], tuple[Any, Any]]] = {
+    "lambdas_and_try_cast": _with(higher_order_merge, HIGHER_ORDER_EXPECTED),
+    "python_udfs": _with(udf_merge, UDF_EXPECTED),
+    "struct_fields_named_by_aliases": _with(struct_merge, STRUCT_EXPECTED),
+    "decimal_and_interval_literals": _with(decimal_interval_merge, DECIMAL_INTERVAL_EXPECTED),
+    "with_field_and_drop_fields": update_fields_merge,
+}

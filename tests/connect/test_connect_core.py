@@ -17,6 +17,7 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark.session import is_connect
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from builder_columns import CASES
 from merge_variants import VARIANTS
 
 pytestmark = pytest.mark.spark
@@ -406,36 +407,13 @@ def test_temporal_literals_and_extract_value_in_column_arguments(connect_spark, 
     assert _temporal_merge(connect_spark, str(tmp_path / "t")) == TEMPORAL_EXPECTED
 
 
-def test_lambdas_and_try_cast_in_column_arguments(connect_spark, tmp_path):
-    from builder_columns import HIGHER_ORDER_EXPECTED, higher_order_merge
-
-    assert higher_order_merge(connect_spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
-
-
-def test_struct_fields_named_by_aliases(connect_spark, tmp_path):
-    from builder_columns import STRUCT_EXPECTED, struct_merge
-
-    assert struct_merge(connect_spark, str(tmp_path / "t")) == STRUCT_EXPECTED
-
-
-def test_decimal_and_interval_literals(connect_spark, tmp_path):
-    from builder_columns import DECIMAL_INTERVAL_EXPECTED, decimal_interval_merge
-
-    assert decimal_interval_merge(connect_spark, str(tmp_path / "t")) == DECIMAL_INTERVAL_EXPECTED
-
-
-def test_with_field_and_drop_fields(connect_spark, tmp_path):
-    from builder_columns import update_fields_merge
-
-    got, expected = update_fields_merge(connect_spark, str(tmp_path / "t"))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_builder_columns_written_as_sql(connect_spark, tmp_path, case):
+    """Column arguments deltamerge writes as SQL text itself (builder_columns.py): higher-order
+    functions with Python lambdas, try_cast, Python UDFs, struct aliases, decimal and interval
+    literals, withField / dropFields."""
+    got, expected = CASES[case](connect_spark, str(tmp_path / "t"))
     assert got == expected
-    assert got[0] == (1, (9, "P", (90, 2))) and got[1] == (2, None) and got[2] == (3, (7, "R", None))
-
-
-def test_python_udfs_in_column_arguments(connect_spark, tmp_path):
-    from builder_columns import UDF_EXPECTED, udf_merge
-
-    assert udf_merge(connect_spark, str(tmp_path / "t")) == UDF_EXPECTED
 
 
 def test_pre_resolved_columns_in_the_builder(connect_spark, path):

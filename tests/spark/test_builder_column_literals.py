@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from builder_columns import CASES
+
 pytestmark = pytest.mark.spark
 
 
@@ -114,39 +116,13 @@ def test_quotes_and_backslashes_reach_spark_intact(spark, tmp_path, spark_conf, 
         assert sorted((r.id, r.s) for r in deltamerge.read(spark, structs).collect()) == [(1, odd), (2, "21")]
 
 
-def test_lambdas_and_try_cast_in_column_arguments(spark, tmp_path):
-    """F.transform(c, lambda x: ...) and the other higher-order functions, and Column.try_cast
-    (it was a CAST: an ANSI error for a bad value where try_cast gives NULL)."""
-    from builder_columns import HIGHER_ORDER_EXPECTED, higher_order_merge
-
-    assert higher_order_merge(spark, str(tmp_path / "t")) == HIGHER_ORDER_EXPECTED
-
-
-def test_struct_fields_named_by_aliases(spark, tmp_path):
-    from builder_columns import STRUCT_EXPECTED, struct_merge
-
-    assert struct_merge(spark, str(tmp_path / "t")) == STRUCT_EXPECTED
-
-
-def test_decimal_and_interval_literals(spark, tmp_path):
-    from builder_columns import DECIMAL_INTERVAL_EXPECTED, decimal_interval_merge
-
-    assert decimal_interval_merge(spark, str(tmp_path / "t")) == DECIMAL_INTERVAL_EXPECTED
-
-
-def test_with_field_and_drop_fields(spark, tmp_path):
-    from builder_columns import update_fields_merge
-
-    got, expected = update_fields_merge(spark, str(tmp_path / "t"))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_builder_columns_written_as_sql(spark, tmp_path, case):
+    """Column arguments deltamerge writes as SQL text itself (builder_columns.py): higher-order
+    functions with Python lambdas, try_cast, Python UDFs, struct aliases, decimal and interval
+    literals, withField / dropFields."""
+    got, expected = CASES[case](spark, str(tmp_path / "t"))
     assert got == expected
-    assert got[0] == (1, (9, "P", (90, 2))) and got[1] == (2, None) and got[2] == (3, (7, "R", None))
-
-
-def test_python_udfs_in_column_arguments(spark, tmp_path):
-    """F.udf(...) Columns (were refused: DELTA_UNSUPPORTED_EXPRESSION)."""
-    from builder_columns import UDF_EXPECTED, udf_merge
-
-    assert udf_merge(spark, str(tmp_path / "t")) == UDF_EXPECTED
 
 
 def test_python_udf_registered_in_the_merges_own_session(spark, tmp_path):
