@@ -221,6 +221,10 @@ class _Tokenizer(_SparkTokenizer):  # type: ignore[misc]
     STRING_ESCAPES: ClassVar[list[str]] = ["\\", "'", '"']
     # Spark's raw strings (r'a\b') keep every character; a quote ends them.
     STRING_ESCAPES_ALLOWED_IN_RAW_STRINGS = False
+    # ~~5 is a double bitwise NOT in Spark (Postgres's ~~ LIKE, ~* and ~~~ are no Spark operators).
+    KEYWORDS: ClassVar[dict[str, Any]] = {
+        k: v for k, v in _SparkTokenizer.KEYWORDS.items() if not k.startswith("~")
+    }
 
 
 class _Parser(_SparkParser):  # type: ignore[misc]

@@ -111,6 +111,7 @@ ALONE = [
     "session_user() = current_user()",
     "hex(X 'F0')",
     "hex(x  'abcd') || 'x'",
+    "~~5 + ~ ~6",
 ]
 
 # Whole queries, as MERGE's and INSERT's source queries and CTEs are rewritten (over the views
