@@ -331,8 +331,6 @@ class _Analyzer:
     def _rewrite(self, node: exp.Expression, scope: list[Side], where: str) -> exp.Expression:
         """``node`` in internal column names, builder Columns' withField / dropFields expanded."""
         out = self.r.rewrite(node, scope, where)
-        if not struct_fields.has_markers(out):
-            return out
         return struct_fields.expand(out, lambda n: self.typer.types([n])[0], self.case_sensitive)
 
     def _relation_exists(self) -> Callable[[str], bool] | None:

@@ -76,7 +76,7 @@ class DeltaMergeBuilder:
 
     @contextlib.contextmanager
     def _functions(self) -> Iterator[None]:
-        udfs = list(dict.fromkeys(self._udfs))
+        udfs = list(self._udfs)
         try:
             for udf in udfs:
                 udf.register()

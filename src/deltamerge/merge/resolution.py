@@ -95,6 +95,10 @@ def _unresolved(name: str, where: str, cols: Sequence[str]) -> AnalysisError:
     )
 
 
+def _visible(name: str, scope: Sequence[Side]) -> bool:
+    return any(side.index(name) is not None for side in scope)
+
+
 # --- resolution -----------------------------------------------------------------------------------
 
 
@@ -146,18 +150,14 @@ class _Resolver:
 
         def swap(n: exp.Expression) -> exp.Expression:
             name = bare_function_name(n)
-            if name is not None and any(side.index(name) is not None for side in scope):
-                return exp.column(name)
-            return n
+            return exp.column(name) if name is not None and _visible(name, scope) else n
 
         return cast(exp.Expression, node.transform(swap))
 
     def _literal_function(self, parts: list[str], scope: Sequence[Side]) -> exp.Expression | None:
         # ``user``, ``current_time``: a name no column in scope has that Spark reads as a function
         # (SQLGlot parses these as columns).
-        if len(parts) != 1 or parts[0].lower() not in BARE_FUNCTIONS:
-            return None
-        if any(side.index(parts[0]) is not None for side in scope):
+        if len(parts) != 1 or parts[0].lower() not in BARE_FUNCTIONS or _visible(parts[0], scope):
             return None
         return bare_function(parts[0])
 

@@ -79,6 +79,11 @@ def sql_literal(value: Any) -> str:
     return _literal_sql(value)
 
 
+def _interval_sql(micros: int) -> _SqlText:
+    """A day-time interval of ``micros`` microseconds as SQL."""
+    return _SqlText(f"MAKE_DT_INTERVAL(0, 0, 0, {decimal.Decimal(micros) / 1_000_000})")
+
+
 def _timestamp_micros(value: _dt.datetime) -> str:
     epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
     delta = value - epoch
@@ -317,8 +322,8 @@ def _connect_udf_sql(expr: Any) -> str:
     function: Any = getattr(expr, "_function", None)
     if session is None or type(function).__name__ != "PythonUDF":
         raise _unsupported(type(expr).__name__)
-    name = _udf_name(bool(expr._deterministic))
     deterministic = bool(expr._deterministic)
+    name = _udf_name(deterministic)
     _registered(
         name,
         session,
@@ -350,8 +355,7 @@ def _py_value(value: Any) -> Any:
     if cls == "java.math.BigDecimal":
         return decimal.Decimal(str(value.toPlainString()))
     if cls == "java.time.Duration":  # lit(timedelta(...)): a day-time interval
-        micros = int(value.getSeconds()) * 1_000_000 + int(value.getNano()) // 1000
-        return _SqlText(f"MAKE_DT_INTERVAL(0, 0, 0, {decimal.Decimal(micros) / 1_000_000})")
+        return _interval_sql(int(value.getSeconds()) * 1_000_000 + int(value.getNano()) // 1000)
     return str(value)
 
 
@@ -435,7 +439,7 @@ def _connect_literal(value: Any, data_type: Any) -> Any:
         wall = TimestampNTZType().fromInternal(value)
         return _SqlText(f"CAST('{wall.isoformat(sep=' ')}' AS TIMESTAMP_NTZ)")
     if isinstance(data_type, DayTimeIntervalType) and isinstance(value, int):
-        return _SqlText(f"MAKE_DT_INTERVAL(0, 0, 0, {decimal.Decimal(value) / 1_000_000})")
+        return _interval_sql(value)
     return value
 
 
