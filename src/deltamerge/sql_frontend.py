@@ -240,7 +240,9 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
             return read(spark, path, version=version, timestamp=timestamp), alias
         bare = using.copy()
         bare.set("alias", None)
-        if prefix or bare.args.get("version") is not None or bare.args.get("sample") is not None:
+        # Anything beyond the name (VERSION AS OF, TABLESAMPLE...) is for a query, not spark.table().
+        beyond_name = any(v is not None for k, v in bare.args.items() if k not in ("this", "db", "catalog"))
+        if prefix or beyond_name:
             return _query(spark, f"{prefix}SELECT * FROM {bare.sql(dialect=DIALECT)}"), alias or using.name
         return spark.table(bare.sql(dialect=DIALECT)), alias or using.name
     query = using.this if isinstance(using, exp.Subquery) else using
