@@ -305,9 +305,12 @@ def _column(node: exp.ColumnDef) -> StructField:
         raise ParseError(f"Column {node.name} needs a data type.")
     nullable = True
     metadata: dict[str, Any] = {}
+    collation = ""
     for c in node.args.get("constraints") or []:
         k = c.args.get("kind")
-        if isinstance(k, exp.NotNullColumnConstraint):
+        if isinstance(k, exp.CollateColumnConstraint):  # `name STRING COLLATE UTF8_LCASE`
+            collation = f" COLLATE {quote_name(k.this.name)}"
+        elif isinstance(k, exp.NotNullColumnConstraint):
             nullable = bool(k.args.get("allow_null"))
         elif isinstance(k, exp.CommentColumnConstraint):
             metadata["comment"] = k.this.name
@@ -331,7 +334,7 @@ def _column(node: exp.ColumnDef) -> StructField:
             metadata.update(column_metadata(generator, always=bool(k.this)))
         else:
             raise UnsupportedOperationError(f"Column constraint {to_sql(c)} is not supported by deltamerge.")
-    return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT)), nullable, metadata)
+    return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT) + collation), nullable, metadata)
 
 
 def _column_path(node: exp.Expression) -> str:

@@ -638,3 +638,37 @@ def test_partition_types(column: str, value: str | None, sql: str, keep: bool) -
 
 def _schema_of(*fields: dict[str, Any]) -> dict[str, Any]:
     return {"type": "struct", "fields": list(fields)}
+
+
+def test_collated_strings_never_skip_by_value() -> None:
+    """A UTF8_LCASE column's statistics and partition values are binary UTF-8 text; its
+    comparisons are not (``name = 'alice'`` matches 'Alice'). Only its null count may skip."""
+    lcase = {"__COLLATIONS": {"name": "spark.UTF8_LCASE"}}
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "name", "type": "string", "nullable": True, "metadata": lcase},
+            {
+                "name": "c",
+                "type": "string",
+                "nullable": True,
+                "metadata": {"__COLLATIONS": {"c": "icu.UNICODE_CI"}},
+            },
+            {"name": "plain", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    stats = {
+        "numRecords": 1,
+        "minValues": {"name": "Alice", "plain": "Alice"},
+        "maxValues": {"name": "Alice", "plain": "Alice"},
+        "nullCount": {"name": 0, "plain": 0},
+    }
+    f = AddFile("f.parquet", {"c": "X"}, 1, 1, stats=json.dumps(stats))
+
+    def keeps(sql: str) -> bool:
+        return file_filter(sqlglot.parse_one(sql, read="spark"), schema, ["c"])(f)
+
+    for sql in ("name = 'alice'", "name > 'B'", "name IN ('ALICE')", "c = 'x'", "c <=> 'x'", "name = plain"):
+        assert keeps(sql), sql
+    assert not keeps("plain = 'alice'")  # the default collation still skips
+    assert not keeps("name IS NULL")

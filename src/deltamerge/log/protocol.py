@@ -43,6 +43,8 @@ VARIANT_SHREDDING_PREVIEW = "variantShredding-preview"
 CATALOG_MANAGED = "catalogManaged"
 ALLOW_COLUMN_DEFAULTS = "allowColumnDefaults"
 CHECKPOINT_PROTECTION = "checkpointProtection"
+COLLATIONS = "collations"
+COLLATIONS_PREVIEW = "collations-preview"
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -78,6 +80,11 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         # Defaults fill the columns an INSERT (SQL, MERGE) leaves out; see column_defaults.py.
         ALLOW_COLUMN_DEFAULTS,
         CLUSTERING,  # written without clustering: new files are unclustered (log/clustering.py)
+        # Writers keep each column's collation in its schema metadata (Spark's schema JSON does)
+        # and may store UTF-8 binary statistics for collated columns, which is all deltamerge
+        # writes; its data skipping never compares a collated column's binary statistics.
+        COLLATIONS,
+        COLLATIONS_PREVIEW,
     }
 )
 #: Reader features deltamerge can read.
@@ -177,6 +184,26 @@ def _type_names(schema: Any) -> Iterable[str]:
         elif kind == "map":
             yield from _type_names(schema.get("keyType"))
             yield from _type_names(schema.get("valueType"))
+
+
+#: The field-metadata key holding the collations of a field's strings (and of its arrays' and maps'
+#: strings), by path: ``{"name": "spark.UTF8_LCASE"}``.
+COLLATIONS_KEY = "__COLLATIONS"
+
+
+def _collated(value: Any) -> bool:
+    # Writers leave the default collation out; an explicit one (any version) is no collation.
+    name = str(value).split(".")
+    return not (len(name) >= 2 and name[0].lower() == "spark" and name[1].upper() == "UTF8_BINARY")
+
+
+def has_collated_strings(schema: Any) -> bool:
+    """Whether any string of the schema (nested ones included) has a non-default collation."""
+    return any(
+        _collated(v)
+        for f in _fields(schema)
+        for v in ((f.get("metadata") or {}).get(COLLATIONS_KEY) or {}).values()
+    )
 
 
 def _has_field_metadata(schema: Any, predicate: Callable[[str], bool]) -> bool:
@@ -362,6 +389,8 @@ def required_features(configuration: Mapping[str, str], schema_json: Any) -> set
         needed.add(GENERATED_COLUMNS)
     if _ACTIVE_PROBES[IDENTITY_COLUMNS](conf, schema):
         needed.add(IDENTITY_COLUMNS)
+    if has_collated_strings(schema):
+        needed |= {COLLATIONS, DOMAIN_METADATA}  # as Delta lists them (its collation-version domain)
     return needed
 
 
@@ -411,6 +440,9 @@ def upgrade(old: Protocol, configuration: Mapping[str, str], schema_json: Any) -
     needed = required_features(configuration, schema_json)
     have_w = writer_features(old)
     have_r = reader_features(old)
+    if COLLATIONS_PREVIEW in have_w:
+        # The preview serves: the stable feature would lock out the writers that know only it.
+        needed.discard(COLLATIONS)
     need_r = {f for f in needed if f in READER_WRITER_FEATURES}
     if needed <= have_w | have_r and need_r <= have_r:
         return None
@@ -453,6 +485,7 @@ KNOWN_FEATURES = {
         ICEBERG_COMPAT_V1, ICEBERG_COMPAT_V2, CLUSTERING, VACUUM_PROTOCOL_CHECK, TYPE_WIDENING,
         TYPE_WIDENING_PREVIEW, IN_COMMIT_TIMESTAMP, VARIANT_TYPE, VARIANT_TYPE_PREVIEW,
         VARIANT_SHREDDING_PREVIEW, CATALOG_MANAGED, ALLOW_COLUMN_DEFAULTS, CHECKPOINT_PROTECTION,
+        COLLATIONS, COLLATIONS_PREVIEW,
     )
 }  # fmt: skip
 

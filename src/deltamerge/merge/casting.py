@@ -97,10 +97,17 @@ def spark_type(dt: DataType) -> exp.DataType:
 
 @functools.lru_cache(maxsize=1024)
 def _parsed_type(text: str) -> exp.DataType:
-    if "void" not in text:
-        return exp.DataType.build(text, dialect=DIALECT)
     # SQLGlot has no VOID type (it drops a VOID struct field): parse it as NULL, render it as VOID.
-    built = exp.DataType.build(_VOID_IN_DDL.sub(r"\1null", text), dialect=DIALECT)
+    has_void = "void" in text
+    if has_void:
+        text = _VOID_IN_DDL.sub(r"\1null", text)
+    if " collate " in text:
+        # DataType.build stops before a COLLATE; a CAST's target type keeps it (nested ones too).
+        built = sqlglot.parse_one(f"CAST(NULL AS {text})", dialect=DIALECT).args["to"]
+    else:
+        built = exp.DataType.build(text, dialect=DIALECT)
+    if not has_void:
+        return cast(exp.DataType, built)
     void = exp.DataType.build("VOID", udt=True)
     out = built.transform(
         lambda n: void.copy() if isinstance(n, exp.DataType) and n.this == exp.DataType.Type.NULL else n

@@ -43,7 +43,7 @@ from pyspark.sql.types import (
 )
 
 from deltamerge.errors import AnalysisError
-from deltamerge.spark.types import as_nullable
+from deltamerge.spark.types import as_nullable, is_collated
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
 
@@ -72,6 +72,8 @@ def scala_string(dt: DataType) -> str:
             f"StructField({f.name},{scala_string(f.dataType)},{str(f.nullable).lower()})" for f in dt.fields
         )
         return f"StructType({inner})"
+    if is_collated(dt):
+        return f"StringType({dt.collation})"
     return type(dt).__name__
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlglot import exp
 
 from deltamerge.log.actions import AddFile
+from deltamerge.log.protocol import has_collated_strings
 from deltamerge.predicates import unparen
 from deltamerge.skipping.values import (
     _OPS,
@@ -59,6 +60,9 @@ class _ColumnRef:
     type: Any
     partition_key: str | None  # set for partition columns
     stats_path: tuple[str, ...]
+    # A string with a non-default collation compares by its collation, not byte for byte as its
+    # statistics and partition values do: never used to skip by value (its null count still is).
+    collated: bool = False
 
 
 class _Compiler:
@@ -100,9 +104,10 @@ class _Compiler:
                     return None
                 fields = t.get("fields", ())
         assert top is not None
+        collated = t == "string" and has_collated_strings({"type": "struct", "fields": [f]})
         if len(parts) == 1 and any(p.lower() == str(top["name"]).lower() for p in self.partitions):
-            return _ColumnRef(t, physical[0], ())
-        return _ColumnRef(t, None, tuple(physical))
+            return _ColumnRef(t, physical[0], (), collated)
+        return _ColumnRef(t, None, tuple(physical), collated)
 
     def operand(self, node: exp.Expr) -> Operand | _Val | None:
         """A constant value, a per-file operand, or None (unknown)."""
@@ -191,6 +196,8 @@ class _Compiler:
 
     def _sides(self, a: exp.Expr, b: exp.Expr) -> tuple[Any, Any] | None:
         """Both operands, a constant side coerced into the other side's column type."""
+        if any(ref is not None and ref.collated for ref in (self.resolve(a), self.resolve(b))):
+            return None
         x, y = self.operand(a), self.operand(b)
         if x is None or y is None:
             return None

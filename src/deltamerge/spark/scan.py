@@ -42,7 +42,14 @@ from deltamerge.deletion_vectors import read_dv
 from deltamerge.log import column_mapping, paths
 from deltamerge.log.actions import AddFile
 from deltamerge.spark.session import internal_plan, local_frame, read_parquet_files
-from deltamerge.spark.types import as_nullable, data_schema, quote_name, sql_string, to_spark_schema
+from deltamerge.spark.types import (
+    as_nullable,
+    data_schema,
+    is_collated,
+    quote_name,
+    sql_string,
+    to_spark_schema,
+)
 
 FILE_COL = "__dm_file"
 ROW_INDEX_COL = "__dm_row_index"
@@ -251,7 +258,12 @@ def _hive_layout(
             logged = [lower.get(n.lower()) or None for n in names]
         if expected is None or logged != expected:
             return None
-    return [StructField(f.name, f.dataType, True) for f in fields]
+    # Spark's directory parsing cannot give a collated string: read plain, cast back in the select.
+    return [StructField(f.name, _uncollated(f.dataType), True) for f in fields]
+
+
+def _uncollated(dt: DataType) -> DataType:
+    return StringType() if isinstance(dt, StringType) else dt
 
 
 def _parse_partition_dirs(directory: str, fields: Sequence[StructField]) -> list[str | None] | None:
@@ -340,7 +352,11 @@ def _void(f: StructField) -> bool:
 
 
 def _read_column(f: StructField) -> str:
-    return f"NULL AS {quote_name(f.name)}" if _void(f) else quote_name(f.name)
+    if _void(f):
+        return f"NULL AS {quote_name(f.name)}"
+    if is_collated(f.dataType):  # a partition value (read as a plain string)
+        return f"CAST({quote_name(f.name)} AS {f.dataType.simpleString()}) AS {quote_name(f.name)}"
+    return quote_name(f.name)
 
 
 def _scan_group(

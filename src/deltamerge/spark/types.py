@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 _SPECIAL = re.compile(r"(['\\])")
 
@@ -26,6 +26,11 @@ def to_delta_schema(schema: StructType) -> dict[str, Any]:
 def schema_string(schema: StructType) -> str:
     """Compact JSON string for ``metaData.schemaString``."""
     return json.dumps(schema.jsonValue(), separators=(",", ":"))
+
+
+def is_collated(dt: DataType) -> TypeGuard[StringType]:
+    """A string type with a collation other than the default UTF8_BINARY."""
+    return isinstance(dt, StringType) and dt.collation.upper() != "UTF8_BINARY"
 
 
 def as_nullable(dt: DataType) -> DataType:

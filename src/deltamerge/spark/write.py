@@ -22,13 +22,13 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType, VariantType
+from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StringType, StructType, VariantType
 
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
 from deltamerge.spark.session import internal_plan, prepare_session, temporary_settings
-from deltamerge.spark.types import as_nullable, quote_name, to_spark_schema
+from deltamerge.spark.types import as_nullable, is_collated, quote_name, to_spark_schema
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -147,6 +147,7 @@ def write_parquet(
         ]
         df = df.select(*[c.alias(f.name) for c, f in zip(cols, df.schema.fields, strict=True)])
     df = _without_void_columns(df, partition_columns)
+    df = _uncollated_partitions(df, partition_columns)
     # Spark 4.1+ shreds the variants it writes (typed columns beside value / metadata), which only
     # a table with the variantShredding feature may hold: written unshredded, as the variantType
     # feature requires.
@@ -169,6 +170,17 @@ def write_parquet(
 
 
 _WRITE_SHREDDING = "spark.sql.variant.writeShredding.enabled"
+
+
+def _uncollated_partitions(df: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
+    """Collated string partition columns as plain strings: Spark's file writer refuses to partition
+    by a collated string (INVALID_PARTITION_COLUMN_DATA_TYPE), and a partition value is the same
+    UTF-8 text under any collation (the table schema keeps the collation)."""
+    parts = {c.lower() for c in partition_columns}
+    collated = [f.name for f in df.schema.fields if f.name.lower() in parts and is_collated(f.dataType)]
+    if not collated:
+        return df
+    return df.withColumns({n: F.col(quote_name(n)).cast(StringType()) for n in collated})
 
 
 def _has_variant(t: DataType) -> bool:

@@ -422,3 +422,33 @@ def test_with_features(old: Protocol, features: set[str], expected: Protocol) ->
     from deltamerge.log.protocol import with_features
 
     assert with_features(old, features) == expected
+
+
+LCASE = _schema(_field("name", "string", {"__COLLATIONS": {"name": "spark.UTF8_LCASE"}}))
+TAGS = _field(
+    "tags",
+    {"type": "array", "elementType": "string", "containsNull": True},
+    {"__COLLATIONS": {"tags.element": "icu.UNICODE_CI"}},
+)
+NESTED_COLLATION = _schema(_field("s", {"type": "struct", "fields": [TAGS]}))
+
+
+@pytest.mark.parametrize("schema", [LCASE, NESTED_COLLATION], ids=["top-level", "nested-array"])
+def test_collated_strings_need_the_collations_feature(schema: dict) -> None:
+    """As Delta (and the collations RFC): a collated string anywhere in the schema puts the table
+    at writer version 7 with ``collations`` and ``domainMetadata``, and deltamerge writes it."""
+    expected = Protocol(1, 7, None, ("appendOnly", "collations", "domainMetadata", "invariants"))
+    assert protocol_for({}, schema) == expected
+    check_can_write(expected, _md({}, schema))
+    assert upgrade(Protocol(1, 2), {}, schema) == expected
+
+
+def test_default_collation_is_no_collation() -> None:
+    explicit = _schema(_field("name", "string", {"__COLLATIONS": {"name": "spark.UTF8_BINARY"}}))
+    assert protocol_for({}, explicit) == Protocol(1, 2)
+
+
+def test_the_preview_collations_feature_serves_and_is_kept() -> None:
+    preview = Protocol(1, 7, None, ("appendOnly", "collations-preview", "domainMetadata", "invariants"))
+    check_can_write(preview, _md({}, LCASE))
+    assert upgrade(preview, {}, LCASE) is None
