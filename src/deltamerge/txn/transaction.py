@@ -51,6 +51,7 @@ from deltamerge.log.actions import (
     SetTransaction,
     serialize_commit,
 )
+from deltamerge.log.data_types import check_supported_types
 from deltamerge.log.protocol import (
     CHECKPOINT_PROTECTION,
     DOMAIN_METADATA,
@@ -226,6 +227,7 @@ class OptimisticTransaction:
                 f"Partition column(s) {missing} are not in the table schema. Partition by existing columns."
             )
         paths.check_partition_column_types(metadata.schema, metadata.partition_columns)
+        check_supported_types(metadata.schema, type_check=bool(SessionConf.SCHEMA_TYPE_CHECK.get(self._conf)))
         check_stats_columns(metadata.schema, metadata.partition_columns, metadata.configuration)
         if SessionConf.PROPERTY_CONSTRAINTS_CHECK.get(self._conf):
             manifest.check_properties(metadata, self.snapshot)

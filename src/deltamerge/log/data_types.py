@@ -1,0 +1,85 @@
+"""The data types a Delta table may hold (Delta's ``SchemaUtils.findUnsupportedDataTypes``).
+
+Checked whenever a commit sets new metadata. Spark can produce types that Delta does not store:
+ANSI intervals, calendar intervals, TIME, and the geospatial types (which need the ``geospatial``
+reader-writer feature, unsupported here). A table holding one would be unreadable for other
+engines, so the commit is refused before anything is written to the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from deltamerge.errors import AnalysisError
+
+_ATOMIC = frozenset(
+    {
+        "void",
+        "boolean",
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "float",
+        "double",
+        "string",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        "variant",
+        "binary",
+    }
+)
+_DECIMAL = re.compile(r"^decimal\(\s*\d+\s*,\s*-?\d+\s*\)$")
+_GEO = re.compile(r"^(geometry|geography)\b")
+
+
+def _pretty(path: list[str]) -> str:
+    return ".".join(f"`{p}`" if "." in p else p for p in path)
+
+
+def _unsupported(t: Any, path: list[str]) -> Iterator[tuple[str, str]]:
+    if isinstance(t, str):
+        if t not in _ATOMIC and not _DECIMAL.match(t):
+            yield _pretty(path), t
+        return
+    kind = t.get("type") if isinstance(t, Mapping) else None
+    if kind == "struct":
+        for f in t.get("fields", ()):
+            yield from _unsupported(f.get("type"), [*path, str(f.get("name"))])
+    elif kind == "array":
+        yield from _unsupported(t.get("elementType"), [*path[:-1], path[-1] + "[]"])
+    elif kind == "map":
+        yield from _unsupported(t.get("keyType"), [*path[:-1], path[-1] + "[key]"])
+        yield from _unsupported(t.get("valueType"), [*path[:-1], path[-1] + "[value]"])
+    elif kind == "udt":
+        yield from _unsupported(t.get("sqlType"), path)
+    else:
+        yield _pretty(path), str(kind)
+
+
+def check_supported_types(schema: Mapping[str, Any], *, type_check: bool = True) -> None:
+    """Refuse a table schema holding a type Delta cannot store (``DELTA_UNSUPPORTED_DATA_TYPES``,
+    unless ``type_check`` is off: Delta's ``schema.typeCheck.enabled``). A geospatial type is
+    refused either way, with Spark's ``UNSUPPORTED_DATATYPE``, as Delta does without its preview."""
+    found = list(_unsupported(schema, []))
+    geo = [t for _, t in found if _GEO.match(t)]
+    if geo:
+        raise AnalysisError(
+            f'Unsupported data type "{geo[0].upper()}". deltamerge does not write the geospatial '
+            "table feature; store the geometry as WKB in a BINARY column instead.",
+            error_class="UNSUPPORTED_DATATYPE",
+            sql_state="0A000",
+        )
+    if found and type_check:
+        listed = ", ".join(f"{column}: {t}" for column, t in found)
+        raise AnalysisError(
+            f"Found columns using unsupported data types: [{listed}]. You can set "
+            "'spark.databricks.delta.schema.typeCheck.enabled' to 'false' to disable the type check. "
+            "Disabling this type check may allow users to create unsupported Delta tables and should "
+            "only be used when trying to read/write legacy tables.",
+            error_class="DELTA_UNSUPPORTED_DATA_TYPES",
+            sql_state="0AKDC",
+        )

@@ -1,0 +1,53 @@
+"""Types Spark has and Delta does not store (ANSI and calendar intervals, TIME, geospatial): every
+way a schema reaches the log (a new table, schema evolution by MERGE, ALTER TABLE ADD COLUMNS)
+is refused before any file is written, as Delta's commit-time type check does; the session
+setting ``spark.databricks.delta.schema.typeCheck.enabled=false`` lifts it (not for geospatial
+types, which need a table feature deltamerge does not write)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import deltamerge
+from deltamerge import DeltaTable
+from deltamerge.errors import DeltaMergeError
+from deltamerge.log.snapshot import DeltaLog
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_new_table_with_an_interval_is_refused_and_nothing_is_written(spark, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    df = spark.sql("SELECT 1 AS id, INTERVAL '1' DAY AS i, named_struct('t', TIME'12:00:00') AS s")
+    with pytest.raises(DeltaMergeError, match=r"\[i: interval day, s.t: time\(6\)\]") as info:
+        deltamerge.write(df, str(path))
+    assert info.value.error_class == "DELTA_UNSUPPORTED_DATA_TYPES"
+    assert not path.exists()
+    geo = spark.sql("SELECT 1 AS id, ST_GeomFromWKB(X'0101000000000000000000F03F0000000000000040') AS g")
+    with pytest.raises(DeltaMergeError, match="UNSUPPORTED_DATATYPE"):
+        deltamerge.write(geo, str(path))
+    assert not path.exists()
+
+
+def test_schema_evolution_and_alter_table_refuse_an_interval(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.sql("SELECT 1 AS id"), path)
+    files = sorted(os.listdir(path))
+    source = spark.sql("SELECT 1 AS id, INTERVAL '1-2' YEAR TO MONTH AS i")
+    builder = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_DATA_TYPES"):
+        builder.withSchemaEvolution().whenMatchedUpdateAll().execute()
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_DATA_TYPES"):
+        deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` ADD COLUMNS (d INTERVAL DAY TO SECOND)")
+    assert sorted(os.listdir(path)) == files
+    assert DeltaLog.for_table(path).update().version == 0
+
+
+def test_the_type_check_can_be_turned_off(spark, spark_conf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    spark_conf({"spark.databricks.delta.schema.typeCheck.enabled": "false"})
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.sql("SELECT 1 AS id, INTERVAL '3' DAY AS i"), path)
+    assert deltamerge.read(spark, path).selectExpr("CAST(i AS STRING)").first()[0] == "INTERVAL '3' DAY"

@@ -1,0 +1,54 @@
+"""Delta's unsupported-data-type check on the schemas a commit sets (``log/data_types.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltamerge.errors import DeltaMergeError
+from deltamerge.log.data_types import check_supported_types
+
+
+def _schema(*fields: tuple[str, object]) -> dict:
+    return {
+        "type": "struct",
+        "fields": [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in fields],
+    }
+
+
+SUPPORTED = _schema(
+    *[(t, t) for t in ("void", "boolean", "byte", "short", "integer", "long", "float", "double", "string")],
+    *[(t, t) for t in ("date", "timestamp", "timestamp_ntz", "variant", "binary", "decimal(38,18)")],
+    ("a", {"type": "array", "elementType": "long", "containsNull": True}),
+    ("m", {"type": "map", "keyType": "string", "valueType": "decimal(5,-2)", "valueContainsNull": True}),
+    ("u", {"type": "udt", "class": "x.Point", "pyClass": "x.Point", "sqlType": "binary"}),
+)
+
+
+def test_the_types_delta_stores_pass() -> None:
+    check_supported_types(SUPPORTED)
+
+
+def test_every_unsupported_column_is_named_by_its_path() -> None:
+    schema = _schema(
+        ("i", "interval day to second"),
+        ("s", {"type": "struct", "fields": [{"name": "a.b", "type": "interval year", "nullable": True}]}),
+        ("arr", {"type": "array", "elementType": "time(6)", "containsNull": True}),
+        ("m", {"type": "map", "keyType": "string", "valueType": "interval", "valueContainsNull": True}),
+        ("u", {"type": "udt", "class": "x.T", "sqlType": "time(3)"}),
+    )
+    with pytest.raises(DeltaMergeError) as info:
+        check_supported_types(schema)
+    assert info.value.error_class == "DELTA_UNSUPPORTED_DATA_TYPES"
+    assert (
+        "[i: interval day to second, s.`a.b`: interval year, arr[]: time(6), m[value]: interval, u: time(3)]"
+        in str(info.value)
+    )
+    check_supported_types(schema, type_check=False)  # spark.databricks.delta.schema.typeCheck.enabled
+
+
+def test_geospatial_types_are_refused_even_without_the_type_check() -> None:
+    schema = _schema(("g", "geometry(SRID:4326)"))
+    for type_check in (True, False):
+        with pytest.raises(DeltaMergeError, match="GEOMETRY\\(SRID:4326\\)") as info:
+            check_supported_types(schema, type_check=type_check)
+        assert info.value.error_class == "UNSUPPORTED_DATATYPE"
