@@ -278,6 +278,19 @@ class _Parser(_SparkParser):  # type: ignore[misc]
             return exp.Tuple(expressions=[value]) if value is not None else None
         return cast("exp.Tuple | None", super()._parse_value(values))
 
+    def _parse_derived_table_values(self, *args: Any, **kwargs: Any) -> Any:
+        # (VALUES (1, 'a') AS y(id, v)) s: SQLGlot keeps the alias inside the parentheses and fails
+        # on the one after them. Spark names the parenthesised relation by the outer alias: a
+        # subquery over the aliased VALUES.
+        values = super()._parse_derived_table_values(*args, **kwargs)
+        if values is None or self._tokens[self._index - 1].token_type != TokenType.R_PAREN:
+            return values
+        outer = self._parse_table_alias() if values.args.get("alias") else None
+        if outer is None:
+            return values
+        inner = exp.select("*").from_(values)
+        return self.expression(exp.Subquery(this=inner, alias=outer))
+
 
 class DeltamergeSpark(Spark):
     """SQLGlot's Spark dialect (written for Spark 3), with what it gets wrong for Spark 4 put right,

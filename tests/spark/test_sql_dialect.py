@@ -171,6 +171,8 @@ QUERIES = [
     "SELECT * FROM VALUES 1, 2 AS s(id)",
     "VALUES (1, 'a'), (2, 'b')",
     "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS s(id, v)",
+    "SELECT s.id FROM (VALUES (1, 'a'), (2, 'b') AS y(id, v)) s",
+    "SELECT s.a FROM (VALUES (1, 'a') AS y(id, v)) AS s(a, b)",
     "SELECT transform(arr, (x, i) -> x + i) FROM t",
     "SELECT filter(arr, x -> x > 1), exists(arr, x -> x = 3), forall(arr, x -> x > 0) FROM t",
     "SELECT zip_with(arr, arr, (a, b) -> a * b) FROM t",
@@ -664,3 +666,16 @@ def test_sampled_table_as_the_merge_source(spark, tmp_path) -> None:  # type: ig
             assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == expected
     finally:
         spark.catalog.dropTempView("sampled_src")
+
+
+def test_parenthesised_aliased_values_as_the_merge_source(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``USING (VALUES (...) AS y(id, v)) s``: the inner alias names the columns, the outer one the
+    relation, as Spark reads it (SQLGlot failed on the second alias: PARSE_SYNTAX_ERROR)."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+    deltamerge.sql(
+        spark,
+        f"MERGE INTO delta.`{path}` t USING (VALUES (1, 'x'), (2, 'y') AS y(id, v)) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+    )
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "x"), (2, "y")]
