@@ -80,9 +80,9 @@ class TableFeatureError(ProtocolError):
 
 
 class SchemaMismatchError(DeltaMergeError):
-    """Data written does not fit the table schema."""
+    """Data written does not fit the table schema or partitioning (Delta's metadata mismatch)."""
 
-    error_class = "DELTA_SCHEMA_MISMATCH"
+    error_class = "DELTA_METADATA_MISMATCH"
     sql_state = "42KDG"
 
 

@@ -100,15 +100,34 @@ def _cast_to(df: DataFrame, schema: StructType) -> DataFrame:
     return df.select(*[F.col(quote_name(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def _align(df: DataFrame, table: StructType, *, merge_schema: bool) -> tuple[DataFrame, StructType]:
+#: Delta's OVERWRITE_REQUIRED part of a metadata mismatch, added when the write overwrites.
+OVERWRITE_REQUIRED = (
+    " To overwrite your schema or change partitioning, write with overwrite_schema=True (Delta's "
+    "overwriteSchema option); the schema can't be overwritten when using replaceWhere."
+)
+
+
+def partitioning_mismatch(given: Sequence[str], table: Sequence[str], overwrite: bool) -> SchemaMismatchError:
+    """Delta's ``DELTA_METADATA_MISMATCH`` for a write partitioned other than the table."""
+    return SchemaMismatchError(
+        "A metadata mismatch was detected when writing to the Delta table. Partition columns do not "
+        f"match the partition columns of the table. Given: [{', '.join(given)}] Table: "
+        f"[{', '.join(table)}]." + (OVERWRITE_REQUIRED if overwrite else " Omit partition_by when appending.")
+    )
+
+
+def _align(
+    df: DataFrame, table: StructType, *, merge_schema: bool, overwrite: bool = False
+) -> tuple[DataFrame, StructType]:
     """Order and cast ``df`` to the table schema by name (missing columns become NULL)."""
     by_name = {f.name.lower(): f for f in df.schema.fields}
     extra = [f for f in df.schema.fields if f.name.lower() not in {t.name.lower() for t in table.fields}]
     if extra and not merge_schema:
         raise SchemaMismatchError(
-            "A schema mismatch detected when writing to the Delta table. "
-            f"Data columns not in the table: {', '.join(f.name for f in extra)}. "
-            "To add them, write with merge_schema=True (Delta's mergeSchema option).",
+            "A metadata mismatch was detected when writing to the Delta table. A schema mismatch "
+            f"detected: data columns not in the table: {', '.join(f.name for f in extra)}. To add "
+            "them, write with merge_schema=True (Delta's mergeSchema option)."
+            + (OVERWRITE_REQUIRED if overwrite else ""),
         )
     final = StructType(
         list(table.fields) + [StructField(f.name, as_nullable(f.dataType), True) for f in extra]
@@ -249,12 +268,9 @@ def write(
         if cluster is not None and not overwrite:  # an append keeps the table's clustering
             clustering_ddl.check_matches(txn.protocol, txn.snapshot.domains, meta.schema, cluster)  # type: ignore[union-attr]
         if parts and [p.lower() for p in parts] != [p.lower() for p in meta.partition_columns]:
-            raise InvalidArgumentError(
-                f"Partition columns {parts} do not match the table's {list(meta.partition_columns)}. "
-                "Omit partition_by when appending, or overwrite with overwrite_schema=True."
-            )
+            raise partitioning_mismatch(parts, meta.partition_columns, overwrite)
         table_schema = to_spark_schema(meta.schema_string)
-        data, final = _align(df, table_schema, merge_schema=merge_schema)
+        data, final = _align(df, table_schema, merge_schema=merge_schema, overwrite=overwrite)
         data = fill_missing(data, final, df.columns)
         given = {c.lower() for c in df.columns}
         for _, ident in identity_columns(final):

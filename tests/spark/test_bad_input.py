@@ -91,9 +91,12 @@ def unchanged(spark, table):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("mode", ["append", "overwrite"])
 def test_extra_column_without_merge_schema(spark, unchanged: str, mode: str) -> None:
     df = spark.createDataFrame([(9, "v", "a", 1.0)], DDL + ", extra double")
-    with pytest.raises(SchemaMismatchError, match=r"\[DELTA_SCHEMA_MISMATCH\].*extra.*merge_schema") as info:
+    with pytest.raises(
+        SchemaMismatchError, match=r"\[DELTA_METADATA_MISMATCH\].*extra.*merge_schema"
+    ) as info:
         deltamerge.write(df, unchanged, mode=mode)
-    assert info.value.getErrorClass() == "DELTA_SCHEMA_MISMATCH"
+    assert info.value.getErrorClass() == "DELTA_METADATA_MISMATCH"
+    assert ("overwrite_schema=True" in str(info.value)) == (mode == "overwrite")  # Delta's OVERWRITE_REQUIRED
 
 
 @pytest.mark.parametrize(
@@ -151,9 +154,10 @@ def test_partition_column_not_in_schema(spark, unchanged: str, tmp_path: Path) -
         deltamerge.write(_df(spark, [1]), new, partition_by=["p", "nope"])
     assert not os.path.exists(new)
     # On an existing table, a different partitioning is refused.
-    with pytest.raises(InvalidArgumentError, match="do not match the table"):
+    mismatch = r"\[DELTA_METADATA_MISMATCH\].*Partition columns do not match.*Given: \[{}\] Table: \[p\]"
+    with pytest.raises(SchemaMismatchError, match=mismatch.format("v")):
         deltamerge.write(_df(spark, [9]), unchanged, mode="append", partition_by="v")
-    with pytest.raises(InvalidArgumentError, match="do not match the table"):
+    with pytest.raises(SchemaMismatchError, match=mismatch.format("nope") + ".*overwrite_schema=True"):
         deltamerge.write(_df(spark, [9]), unchanged, mode="overwrite", partition_by=["nope"])
 
 
@@ -370,7 +374,9 @@ def test_future_protocol_versions(spark, table: str, protocol: dict, readable: b
     if readable:
         assert _rows(spark, table) == rows
     else:
-        with pytest.raises(UnsupportedFeatureError, match=r"DELTA_INVALID_TABLE_VERSION.*reader version 4"):
+        with pytest.raises(
+            UnsupportedFeatureError, match=r"DELTA_INVALID_PROTOCOL_VERSION.*reader version 4"
+        ):
             deltamerge.read(spark, table)
     with pytest.raises(UnsupportedFeatureError, match="version"):
         deltamerge.write(_df(spark, [9]), table, mode="append")

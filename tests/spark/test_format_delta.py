@@ -113,6 +113,34 @@ def test_replace_where_is_one_commit_and_checks_the_data(dspark, base, tmp_path)
     assert _rows(dspark.read.format("delta").load(path)) == [(2, "B", "y"), (10, "z", "x"), (11, "w", "x")]
 
 
+def test_partial_overwrite_option_rules(dspark, base, tmp_path, spark_conf):
+    """Delta's WriteIntoDelta: replaceWhere with partitionOverwriteMode=dynamic among the writer
+    options is refused (on a partitioned table), replaceWhere wins over the session's dynamic mode,
+    overwriteSchema is ignored beside replaceWhere, and an unpartitioned table ignores the
+    dynamic mode (so overwriteSchema works there)."""
+    path = str(tmp_path / "t")
+    base.write.format("delta").partitionBy("p").save(path)
+    new = dspark.createDataFrame([(10, "z", "x")], SCHEMA)
+
+    def writer():  # a DataFrameWriter keeps every option set on it: a fresh one each time
+        return new.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'x'")
+
+    with pytest.raises(DeltaMergeError, match="DELTA_REPLACE_WHERE_WITH_DYNAMIC_PARTITION_OVERWRITE"):
+        writer().option("partitionOverwriteMode", "dynamic").save(path)
+    spark_conf({"spark.sql.sources.partitionOverwriteMode": "dynamic"})
+    writer().option("overwriteSchema", "true").save(path)
+    assert _rows(dspark.read.format("delta").load(path)) == [(2, "b", "y"), (10, "z", "x")]
+    wider = new.withColumn("extra", new.id)
+    with pytest.raises(DeltaMergeError, match=r"DELTA_METADATA_MISMATCH.*extra.*replaceWhere"):
+        wider.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'x'").option(
+            "overwriteSchema", "true"
+        ).save(path)
+    flat = str(tmp_path / "flat")
+    base.write.format("delta").save(flat)
+    wider.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(flat)
+    assert _rows(dspark.read.format("delta").load(flat)) == [(10, "z", "x", 10)]
+
+
 def test_dynamic_partition_overwrite(dspark, base, tmp_path):
     path = str(tmp_path / "t")
     base.write.format("delta").partitionBy("p").save(path)
@@ -383,6 +411,10 @@ def test_reader_errors(dspark, base, tmp_path):
         dspark.read.format("delta").schema("id int").load(path)
     with pytest.raises(DeltaMergeError, match="DELTA_MISSING_DELTA_TABLE"):
         dspark.read.format("delta").load(str(tmp_path / "nothing"))
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS"):
+        dspark.read.format("delta").option("versionAsOf", 0).load(path + "@v0")
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_TIME_TRAVEL_VIEWS"):
+        dspark.read.format("delta").option("readChangeFeed", "true").option("versionAsOf", 0).load(path)
     with pytest.raises(Exception, match=r"(?i)save mode"):  # PySpark's own check of the mode name
         base.write.format("delta").save(path, mode="sideways")
 

@@ -14,6 +14,7 @@ import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.errors import (
     InvalidArgumentError,
+    SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -155,7 +156,7 @@ def test_partition_by(spark, table_path: str) -> None:
     got = sorted(((r.id, r.p, r.q) for r in deltamerge.read(spark, table_path).collect()), key=repr)
     assert got == [(1, "x", 10), (2, "y", 20), (3, "y", None), (4, "z", 1), (5, "z", 1)]
     assert deltamerge.read(spark, table_path).columns == ["id", "p", "q"]
-    with pytest.raises(InvalidArgumentError, match="do not match"):
+    with pytest.raises(SchemaMismatchError, match=r"DELTA_METADATA_MISMATCH.*do not match"):
         deltamerge.write(_df(spark, [6]), table_path, mode="append", partition_by="id")
 
 

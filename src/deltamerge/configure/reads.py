@@ -31,8 +31,9 @@ def _delta_read(spark: Any, path: str, opts: Mapping[str, str], *, user_schema: 
 
         if opts.get("versionasof") is not None or opts.get("timestampasof") is not None:
             raise InvalidArgumentError(
-                "Cannot time travel a change data feed read: use startingVersion/endingVersion instead.",
-                error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_CDF",
+                "Cannot time travel views, subqueries, streams or change data feed queries: read the "
+                "change data feed with startingVersion/endingVersion instead.",
+                error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_VIEWS",
             )
         return read_changes(
             spark,
@@ -51,7 +52,7 @@ def _delta_read(spark: Any, path: str, opts: Mapping[str, str], *, user_schema: 
             raise InvalidArgumentError(
                 "Cannot specify time travel in multiple formats: use either the path@ syntax or the "
                 "versionAsOf/timestampAsOf options.",
-                error_class="DELTA_MULTIPLE_TIME_TRAVEL_FORMATS",
+                error_class="DELTA_UNSUPPORTED_TIME_TRAVEL_MULTIPLE_FORMATS",
             )
         version, timestamp = at_version, at_timestamp
     return read(spark, path, version=version, timestamp=timestamp)

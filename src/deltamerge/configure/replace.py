@@ -60,7 +60,7 @@ def replace_rows(
     from pyspark.sql import functions as F
 
     from deltamerge import catalog
-    from deltamerge.io import _align, _check_names, snapshot_for
+    from deltamerge.io import _align, _check_names, partitioning_mismatch, snapshot_for
     from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
     from deltamerge.merge.command import run_merge
     from deltamerge.predicates import parse_expression, rewrite_columns, to_sql
@@ -74,11 +74,7 @@ def replace_rows(
     meta = snap.metadata
     parts = list(meta.partition_columns)
     if partition_by and [p.lower() for p in partition_by] != [p.lower() for p in parts]:
-        raise InvalidArgumentError(
-            f"Partition columns {list(partition_by)} do not match the table's {parts}. Omit partitionBy for "
-            "a partial overwrite.",
-            error_class="DELTA_PARTITION_COLUMNS_MISMATCH",
-        )
+        raise partitioning_mismatch(partition_by, parts, overwrite=True)
     if predicate is None and not parts:
         # Dynamic partition overwrite of an unpartitioned table replaces everything (as Delta).
         from deltamerge.io import write
@@ -86,7 +82,7 @@ def replace_rows(
         return write(df, root, "overwrite", merge_schema=merge_schema, options=options)
     _check_names(df.schema)
     table_schema = to_spark_schema(meta.schema_string)
-    data, final = _align(df, table_schema, merge_schema=merge_schema)
+    data, final = _align(df, table_schema, merge_schema=merge_schema, overwrite=True)
     new_columns = [f.name for f in final.fields[len(table_schema.fields) :]]
     if predicate is not None and setting(spark, REPLACE_WHERE_CONSTRAINT_CHECK):
         data = checked_against(data, predicate)

@@ -90,14 +90,21 @@ def delta_save(
             error_class="DELTA_ILLEGAL_OPTION",
         )
     if key == "overwrite" and exists:
+        # As Delta's WriteIntoDelta: dynamic partition overwrite applies to partitioned tables only,
+        # replaceWhere wins over a session-wide dynamic mode (not over one given as an option), and
+        # overwriteSchema is ignored with replaceWhere.
+        partitioned = bool(DeltaLog.for_table(table_root(path)).update().metadata.partition_columns)
+        if not partitioned:
+            dynamic = "static"
         if cluster_by is not None and (replace_where or dynamic == "dynamic"):
             _check_clustering(path, cluster_by)  # a partial overwrite keeps the clustering
         if replace_where is not None and replace_where.strip():
-            if overwrite_schema:
+            if dynamic == "dynamic" and "partitionoverwritemode" in opts:
                 raise InvalidArgumentError(
-                    "'overwriteSchema' cannot be used together with 'replaceWhere': a partial overwrite "
-                    "keeps the table schema. Drop one of the options.",
-                    error_class="DELTA_OVERWRITE_SCHEMA_WITH_REPLACE_WHERE",
+                    "A 'replaceWhere' expression and 'partitionOverwriteMode'='dynamic' cannot both be "
+                    "set in the DataFrameWriter options.",
+                    error_class="DELTA_REPLACE_WHERE_WITH_DYNAMIC_PARTITION_OVERWRITE",
+                    sql_state="42613",
                 )
             return replace_rows(
                 df, path, partition_by, merge_schema, predicate=replace_where, options=options

@@ -264,19 +264,16 @@ def _refuse(feature: str, for_write: bool, extra: str = "") -> UnsupportedFeatur
 
 
 def _check_versions(protocol: Protocol, for_write: bool) -> None:
-    if protocol.min_reader_version > MAX_READER_VERSION or protocol.min_reader_version < 1:
+    reader_ok = 1 <= protocol.min_reader_version <= MAX_READER_VERSION
+    writer_ok = not for_write or 1 <= protocol.min_writer_version <= MAX_WRITER_VERSION
+    if not (reader_ok and writer_ok):  # Delta's InvalidProtocolVersionException
         raise UnsupportedFeatureError(
-            f"The table requires reader version {protocol.min_reader_version}, but deltamerge supports "
-            f"reader versions 1 to {MAX_READER_VERSION}. Use a newer Delta engine for this table.",
-            error_class="DELTA_INVALID_TABLE_VERSION"
-            if not for_write
-            else "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
-        )
-    if for_write and (protocol.min_writer_version > MAX_WRITER_VERSION or protocol.min_writer_version < 1):
-        raise UnsupportedFeatureError(
-            f"The table requires writer version {protocol.min_writer_version}, but deltamerge supports "
-            f"writer versions 1 to {MAX_WRITER_VERSION}. Use a newer Delta engine for this table.",
-            error_class="DELTA_INVALID_TABLE_VERSION",
+            f"Unsupported Delta protocol version: the table requires reader version "
+            f"{protocol.min_reader_version} and writer version {protocol.min_writer_version}, but "
+            f"deltamerge supports reader versions 1 to {MAX_READER_VERSION} and writer versions 1 to "
+            f"{MAX_WRITER_VERSION}. Use a newer Delta engine for this table.",
+            error_class="DELTA_INVALID_PROTOCOL_VERSION",
+            sql_state="KD004",
         )
 
 

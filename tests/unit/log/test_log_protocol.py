@@ -163,7 +163,7 @@ IDENT = _schema(_field("a", "long", {"delta.identity.start": 1, "delta.identity.
 def test_unwritable(protocol: Protocol, metadata: Metadata, feature: str) -> None:
     with pytest.raises(UnsupportedFeatureError, match=feature) as exc:
         check_can_write(protocol, metadata)
-    assert exc.value.error_class in ("DELTA_UNSUPPORTED_FEATURES_FOR_WRITE", "DELTA_INVALID_TABLE_VERSION")
+    assert exc.value.error_class in ("DELTA_UNSUPPORTED_FEATURES_FOR_WRITE", "DELTA_INVALID_PROTOCOL_VERSION")
 
 
 def test_readable_but_not_writable_reports_write() -> None:
