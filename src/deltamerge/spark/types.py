@@ -30,7 +30,11 @@ def schema_string(schema: StructType) -> str:
 
 def is_collated(dt: DataType) -> TypeGuard[StringType]:
     """A string type with a collation other than the default UTF8_BINARY."""
-    return isinstance(dt, StringType) and dt.collation.upper() != "UTF8_BINARY"
+    # getattr: the attribute's presence and default differ between PySpark releases.
+    return (
+        isinstance(dt, StringType)
+        and str(getattr(dt, "collation", None) or "UTF8_BINARY").upper() != "UTF8_BINARY"
+    )
 
 
 def as_nullable(dt: DataType) -> DataType:
