@@ -449,3 +449,31 @@ def test_commit_row_counts_are_validated(spark, table, monkeypatch, spark_conf, 
         run()
     assert table.version() == version + 1
     assert any("Failed to validate the number of records" in r.getMessage() for r in caplog.records)
+
+
+def test_a_source_with_two_columns_of_one_name(spark, table):
+    """A join's output may hold two ``value`` columns: referring to that name (by ``s.value``, or
+    through ``UPDATE SET *`` / ``INSERT *``) is Spark's AMBIGUOUS_REFERENCE, as in Delta (the first
+    one was taken silently); the source's other columns stay usable."""
+    left = spark.createDataFrame([(1, 100), (9, 900)], "key int, value int")
+    right = spark.createDataFrame([(1, -1), (9, -9)], "key int, value int")
+    source = left.join(right, "key")  # key, value, value
+    before = (table.version(), _rows(table))
+
+    def merge(clauses):
+        return clauses(table.alias("t").merge(source.alias("s"), "t.key = s.key")).execute()
+
+    for clauses in (
+        lambda b: b.whenMatchedUpdate(set={"value": "s.value"}),
+        lambda b: b.whenMatchedUpdateAll(),
+        lambda b: b.whenNotMatchedInsertAll(),
+    ):
+        with pytest.raises(AnalysisError, match=r"AMBIGUOUS_REFERENCE.*\[`s`\.`value`, `s`\.`value`\]"):
+            merge(clauses)
+    assert (table.version(), _rows(table)) == before
+    merge(
+        lambda b: b.whenMatchedUpdate(set={"value": "s.key * 7"}).whenNotMatchedInsert(
+            values={"key": "s.key"}
+        )
+    )
+    assert _rows(table) == [(0, 0), (1, 7), (2, 20), (3, 30), (4, 40), (5, 50), (9, None)]

@@ -30,7 +30,7 @@ from deltamerge.predicates import (
     to_sql,
 )
 
-__all__ = ["Ref", "Side"]
+__all__ = ["Ref", "Side", "ambiguous"]
 
 
 def side_qualifier(side: str) -> str:
@@ -62,8 +62,26 @@ class Side:
         return positions
 
     def index(self, name: str) -> int | None:
-        """Position of column ``name`` (None when absent)."""
+        """Position of column ``name`` (None when absent; the first when several have it)."""
         return self._positions.get(name if self.case_sensitive else name.lower())
+
+    @cached_property
+    def _repeated(self) -> dict[str, list[int]]:
+        """Names (folded unless case-sensitive) that several columns have (a source DataFrame may
+        hold two ``id`` columns, as a join's output does) -> all their positions."""
+        out: dict[str, list[int]] = {}
+        for i, c in enumerate(self.columns):
+            out.setdefault(c if self.case_sensitive else c.lower(), []).append(i)
+        return {k: v for k, v in out.items() if len(v) > 1}
+
+    def indices(self, name: str) -> list[int]:
+        """Every position of column ``name``: more than one makes a reference to it ambiguous."""
+        if self._repeated:
+            found = self._repeated.get(name if self.case_sensitive else name.lower())
+            if found:
+                return found
+        idx = self.index(name)
+        return [] if idx is None else [idx]
 
     def matches_alias(self, qualifier: str) -> bool:
         """Whether ``qualifier`` names this side (its alias, or the builder's internal name for a
@@ -95,6 +113,23 @@ def _unresolved(name: str, where: str, cols: Sequence[str]) -> AnalysisError:
     )
 
 
+def ambiguous(parts: Sequence[str], candidates: Sequence[tuple[Side, int]]) -> AnalysisError:
+    """Spark's AMBIGUOUS_REFERENCE: a name both sides have, or one side has twice."""
+    options = ", ".join(
+        f"`{s.alias}`.`{s.columns[i]}`" if s.alias else f"`{s.columns[i]}`" for s, i in candidates
+    )
+    hint = (
+        "Qualify the column with the source or target alias."
+        if len({s.name for s, _ in candidates}) > 1
+        else "Rename or drop the source's duplicate columns."
+    )
+    return error(
+        f"Reference `{'.'.join(parts)}` is ambiguous, could be: [{options}]. {hint}",
+        "AMBIGUOUS_REFERENCE",
+        "42704",
+    )
+
+
 def _visible(name: str, scope: Sequence[Side]) -> bool:
     return any(side.index(name) is not None for side in scope)
 
@@ -118,25 +153,12 @@ class _Resolver:
         if len(parts) >= 2:
             for side in scope:
                 if side.matches_alias(parts[0]):
-                    idx = side.index(parts[1])
-                    if idx is not None:
-                        candidates.append((side, idx, tuple(parts[2:])))
+                    candidates += [(side, idx, tuple(parts[2:])) for idx in side.indices(parts[1])]
         if not candidates:
             for side in scope:
-                idx = side.index(parts[0])
-                if idx is not None:
-                    candidates.append((side, idx, tuple(parts[1:])))
+                candidates += [(side, idx, tuple(parts[1:])) for idx in side.indices(parts[0])]
         if len(candidates) > 1:
-            options = ", ".join(
-                f"`{s.alias}`.`{s.columns[i]}`" if s.alias else f"`{s.columns[i]}`"
-                for s, i, _ in sorted(candidates, key=lambda c: c[0].name)
-            )
-            raise error(
-                f"Reference `{'.'.join(parts)}` is ambiguous, could be: [{options}]. "
-                "Qualify the column with the source or target alias.",
-                "AMBIGUOUS_REFERENCE",
-                "42704",
-            )
+            raise ambiguous(parts, [(s, i) for s, i, _ in sorted(candidates, key=lambda c: c[0].name)])
         if not candidates:
             raise _unresolved(".".join(parts), where, [self.given_columns(scope)])
         side, idx, fields = candidates[0]
