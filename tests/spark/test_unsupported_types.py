@@ -2,7 +2,8 @@
 way a schema reaches the log (a new table, schema evolution by MERGE, ALTER TABLE ADD COLUMNS)
 is refused before any file is written, as Delta's commit-time type check does; the session
 setting ``spark.databricks.delta.schema.typeCheck.enabled=false`` lifts it (not for geospatial
-types, which need a table feature deltamerge does not write)."""
+types, which need a table feature deltamerge does not write). With the change data feed on, the
+feed's column names are reserved too."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def test_the_type_check_can_be_turned_off(spark, spark_conf, tmp_path: Path) -> 
     path = str(tmp_path / "t")
     deltamerge.write(spark.sql("SELECT 1 AS id, INTERVAL '3' DAY AS i"), path)
     assert deltamerge.read(spark, path).selectExpr("CAST(i AS STRING)").first()[0] == "INTERVAL '3' DAY"
+
+
+def test_change_data_feed_column_names_are_reserved(spark, tmp_path: Path) -> None:
+    """As Delta's CDCReader.checkMetadataChange: a table with the change data feed on holds no
+    column named like the feed's, whether the feed or the column comes first."""
+    df = spark.createDataFrame([(1, "x")], "id INT, _change_type STRING")
+    cdf = {"delta.enableChangeDataFeed": "true"}
+    with pytest.raises(DeltaMergeError, match="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS"):
+        deltamerge.write(df, str(tmp_path / "new"), configuration=cdf)
+    assert not (tmp_path / "new").exists()
+    plain = str(tmp_path / "plain")
+    deltamerge.write(df, plain)
+    with pytest.raises(DeltaMergeError, match="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS"):
+        deltamerge.sql(
+            spark, f"ALTER TABLE delta.`{plain}` SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"
+        )
+    feed = str(tmp_path / "feed")
+    deltamerge.write(spark.createDataFrame([(1,)], "id INT"), feed, configuration=cdf)
+    source = spark.createDataFrame([(2, 7)], "id INT, _commit_version BIGINT")
+    builder = DeltaTable.forPath(spark, feed).alias("t").merge(source.alias("s"), "t.id = s.id")
+    with pytest.raises(DeltaMergeError, match="RESERVED_CDC_COLUMNS_ON_WRITE"):
+        builder.withSchemaEvolution().whenNotMatchedInsertAll().execute()
+    assert DeltaLog.for_table(feed).update().version == 0

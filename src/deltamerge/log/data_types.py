@@ -1,6 +1,7 @@
-"""The data types a Delta table may hold (Delta's ``SchemaUtils.findUnsupportedDataTypes``).
-
-Checked whenever a commit sets new metadata. Spark can produce types that Delta does not store:
+"""What a Delta table's schema may hold, checked whenever a commit sets new metadata: the data
+types (Delta's ``SchemaUtils.findUnsupportedDataTypes``) and, with the change data feed on, no
+column named like the feed's own (``CDCReader.checkMetadataChange``).
+ Spark can produce types that Delta does not store:
 ANSI intervals, calendar intervals, TIME, and the geospatial types (which need the ``geospatial``
 reader-writer feature, unsupported here). A table holding one would be unreadable for other
 engines, so the commit is refused before anything is written to the log.
@@ -12,6 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from deltamerge.config import TableProperties
 from deltamerge.errors import AnalysisError
 
 _ATOMIC = frozenset(
@@ -83,3 +85,37 @@ def check_supported_types(schema: Mapping[str, Any], *, type_check: bool = True)
             error_class="DELTA_UNSUPPORTED_DATA_TYPES",
             sql_state="0AKDC",
         )
+
+
+#: The columns the change data feed adds to what it reads.
+CDC_COLUMN_NAMES = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def check_cdc_columns(
+    schema: Mapping[str, Any], configuration: Mapping[str, str], old_configuration: Mapping[str, str] | None
+) -> None:
+    """With the change data feed enabled, no top-level column may be named like one of the feed's
+    (Delta compares the names exactly): ``DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS`` when the feed
+    is being turned on (or the table created), ``RESERVED_CDC_COLUMNS_ON_WRITE`` when it was on."""
+    if not TableProperties.ENABLE_CDF.get(dict(configuration)):
+        return
+    names = {str(f.get("name")) for f in schema.get("fields", ())}
+    used = [c for c in CDC_COLUMN_NAMES if c in names]
+    if not used:
+        return
+    listed = "[" + ", ".join(used) + "]"
+    if old_configuration is None or not TableProperties.ENABLE_CDF.get(dict(old_configuration)):
+        raise AnalysisError(
+            f"Unable to enable Change Data Capture on the table. The table already contains reserved "
+            f"columns {listed} that will be used internally as metadata for the table's Change Data "
+            "Feed. To enable Change Data Feed on the table rename/drop these columns.",
+            error_class="DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS",
+            sql_state="42711",
+        )
+    raise AnalysisError(
+        f"The write contains reserved columns {listed} that are used internally as metadata for "
+        "Change Data Feed. To write to the table either rename/drop these columns or disable Change "
+        "Data Feed on the table by setting delta.enableChangeDataFeed to false.",
+        error_class="RESERVED_CDC_COLUMNS_ON_WRITE",
+        sql_state="42939",
+    )

@@ -51,7 +51,7 @@ from deltamerge.log.actions import (
     SetTransaction,
     serialize_commit,
 )
-from deltamerge.log.data_types import check_supported_types
+from deltamerge.log.data_types import check_cdc_columns, check_supported_types
 from deltamerge.log.protocol import (
     CHECKPOINT_PROTECTION,
     DOMAIN_METADATA,
@@ -228,6 +228,8 @@ class OptimisticTransaction:
             )
         paths.check_partition_column_types(metadata.schema, metadata.partition_columns)
         check_supported_types(metadata.schema, type_check=bool(SessionConf.SCHEMA_TYPE_CHECK.get(self._conf)))
+        old = self.snapshot.metadata if self.snapshot is not None else None
+        check_cdc_columns(metadata.schema, metadata.configuration, old.configuration if old else None)
         check_stats_columns(metadata.schema, metadata.partition_columns, metadata.configuration)
         if SessionConf.PROPERTY_CONSTRAINTS_CHECK.get(self._conf):
             manifest.check_properties(metadata, self.snapshot)

@@ -52,3 +52,19 @@ def test_geospatial_types_are_refused_even_without_the_type_check() -> None:
         with pytest.raises(DeltaMergeError, match="GEOMETRY\\(SRID:4326\\)") as info:
             check_supported_types(schema, type_check=type_check)
         assert info.value.error_class == "UNSUPPORTED_DATATYPE"
+
+
+def test_cdc_column_names_with_the_change_data_feed() -> None:
+    from deltamerge.log.data_types import check_cdc_columns
+
+    schema = _schema(("id", "integer"), ("_commit_version", "long"), ("_Change_Type", "string"))
+    on, off = {"delta.enableChangeDataFeed": "true"}, {}
+    check_cdc_columns(schema, off, None)  # the feed off: any names
+    check_cdc_columns(_schema(("id", "integer")), on, off)
+    for old in (None, off):  # a new table, or the feed being turned on
+        with pytest.raises(DeltaMergeError, match=r"\[_commit_version\]") as info:
+            check_cdc_columns(schema, on, old)
+        assert info.value.error_class == "DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS"
+    with pytest.raises(DeltaMergeError) as info:
+        check_cdc_columns(schema, on, on)  # a column added to a table with the feed on
+    assert info.value.error_class == "RESERVED_CDC_COLUMNS_ON_WRITE"
