@@ -226,6 +226,7 @@ class SessionConf:
     MAX_COMMIT_ATTEMPTS = _session("maxCommitAttempts", 10_000_000, int)
     PROPERTY_CONSTRAINTS_CHECK = _session("tablePropertyConstraintsCheck.enabled", True, parse_bool)
     SCHEMA_TYPE_CHECK = _session("schema.typeCheck.enabled", True, parse_bool)
+    PARTITION_COLUMN_CHECK = _session("partitionColumnValidity.enabled", True, parse_bool)
     # Unknown delta.* table properties are refused unless this is set (log/table_config.py).
     ALLOW_ARBITRARY_PROPERTIES = _session("allowArbitraryProperties.enabled", False, parse_bool)
     VACUUM_LITE = _session("vacuum.lite.enabled", False, parse_bool)

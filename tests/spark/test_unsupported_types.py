@@ -75,3 +75,21 @@ def test_change_data_feed_column_names_are_reserved(spark, tmp_path: Path) -> No
     with pytest.raises(DeltaMergeError, match="RESERVED_CDC_COLUMNS_ON_WRITE"):
         builder.withSchemaEvolution().whenNotMatchedInsertAll().execute()
     assert DeltaLog.for_table(feed).update().version == 0
+
+
+def test_column_names_need_column_mapping_for_spaces_and_punctuation(spark, tmp_path: Path) -> None:
+    """Delta's checkSchemaFieldNames: without column mapping no name holds ' ,;{}()\\n\\t=' (a
+    common first write: a CSV header "Customer Name"); with column mapping the name is kept."""
+    df = spark.createDataFrame([(1, "Ann")], "id INT, `Customer Name` STRING")
+    with pytest.raises(DeltaMergeError, match=r"DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES.*Customer Name"):
+        deltamerge.write(df, str(tmp_path / "plain"))
+    assert not (tmp_path / "plain").exists()
+    mapped = str(tmp_path / "mapped")
+    deltamerge.write(df, mapped, configuration={"delta.columnMapping.mode": "name"})
+    assert deltamerge.read(spark, mapped).columns == ["id", "Customer Name"]
+    table = str(tmp_path / "evolve")
+    deltamerge.write(df.select("id"), table)
+    builder = DeltaTable.forPath(spark, table).alias("t").merge(df.alias("s"), "t.id = s.id")
+    with pytest.raises(DeltaMergeError, match="DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES"):
+        builder.withSchemaEvolution().whenMatchedUpdateAll().execute()
+    assert DeltaLog.for_table(table).update().version == 0

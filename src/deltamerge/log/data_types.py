@@ -1,6 +1,7 @@
 """What a Delta table's schema may hold, checked whenever a commit sets new metadata: the data
-types (Delta's ``SchemaUtils.findUnsupportedDataTypes``) and, with the change data feed on, no
-column named like the feed's own (``CDCReader.checkMetadataChange``).
+types (Delta's ``SchemaUtils.findUnsupportedDataTypes``), the column names without column mapping
+(``checkSchemaFieldNames``) and, with the change data feed on, no column named like the feed's own
+(``CDCReader.checkMetadataChange``).
  Spark can produce types that Delta does not store:
 ANSI intervals, calendar intervals, TIME, and the geospatial types (which need the ``geospatial``
 reader-writer feature, unsupported here). A table holding one would be unreadable for other
@@ -10,7 +11,7 @@ engines, so the commit is refused before anything is written to the log.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from deltamerge.config import TableProperties
@@ -119,3 +120,50 @@ def check_cdc_columns(
         error_class="RESERVED_CDC_COLUMNS_ON_WRITE",
         sql_state="42939",
     )
+
+
+_BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
+
+
+def _exploded_names(t: Any, path: list[str]) -> Iterator[str]:
+    # Delta's SchemaMergingUtils.explodeNestedFieldNames: every field, nested ones by full path
+    # (array elements as ``element``, map entries as ``key`` / ``value``), dotted parts quoted.
+    kind = t.get("type") if isinstance(t, Mapping) else None
+    if kind == "struct":
+        for f in t.get("fields", ()):
+            inner = [*path, str(f.get("name"))]
+            yield ".".join(f"`{p}`" if "." in p else p for p in inner)
+            yield from _exploded_names(f.get("type"), inner)
+    elif kind == "array":
+        yield from _exploded_names(t.get("elementType"), [*path, "element"])
+    elif kind == "map":
+        yield from _exploded_names(t.get("keyType"), [*path, "key"])
+        yield from _exploded_names(t.get("valueType"), [*path, "value"])
+
+
+def check_column_names(
+    schema: Mapping[str, Any], partition_columns: Sequence[str], *, check_partitions: bool = True
+) -> None:
+    """Without column mapping, Delta refuses names holding any of `` ,;{}()\\n\\t=`` (Parquet's
+    old limits): data columns at any depth (``DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES``) and
+    partition columns (``DELTA_INVALID_PARTITION_COLUMN_NAME``, unless ``check_partitions`` is off:
+    ``spark.databricks.delta.partitionColumnValidity.enabled``). Column mapping lifts both."""
+    parts = set(partition_columns)
+    data = {**schema, "fields": [f for f in schema.get("fields", ()) if f.get("name") not in parts]}
+    bad = [n for n in _exploded_names(data, []) if _BAD_NAME_CHARS & set(n)]
+    if bad:
+        raise AnalysisError(
+            "Found invalid character(s) among ' ,;{}()\\n\\t=' in the column names of your schema. "
+            f"Invalid column names: {', '.join(bad)}. Please use other characters and try again. "
+            "Alternatively, enable Column Mapping to keep using these characters "
+            "(delta.columnMapping.mode = 'name').",
+            error_class="DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES",
+            sql_state="42K05",
+        )
+    if check_partitions and any(_BAD_NAME_CHARS & set(c) for c in partition_columns):
+        raise AnalysisError(
+            'Found partition columns having invalid character(s) among " ,;{}()\\n\\t=". Please '
+            "change the name to your partition columns, or enable Column Mapping.",
+            error_class="DELTA_INVALID_PARTITION_COLUMN_NAME",
+            sql_state="42996",
+        )

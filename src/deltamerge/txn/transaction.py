@@ -51,7 +51,7 @@ from deltamerge.log.actions import (
     SetTransaction,
     serialize_commit,
 )
-from deltamerge.log.data_types import check_cdc_columns, check_supported_types
+from deltamerge.log.data_types import check_cdc_columns, check_column_names, check_supported_types
 from deltamerge.log.protocol import (
     CHECKPOINT_PROTECTION,
     DOMAIN_METADATA,
@@ -230,6 +230,12 @@ class OptimisticTransaction:
         check_supported_types(metadata.schema, type_check=bool(SessionConf.SCHEMA_TYPE_CHECK.get(self._conf)))
         old = self.snapshot.metadata if self.snapshot is not None else None
         check_cdc_columns(metadata.schema, metadata.configuration, old.configuration if old else None)
+        if column_mapping.mode_of(metadata.configuration) == "none":
+            check_column_names(
+                metadata.schema,
+                metadata.partition_columns,
+                check_partitions=bool(SessionConf.PARTITION_COLUMN_CHECK.get(self._conf)),
+            )
         check_stats_columns(metadata.schema, metadata.partition_columns, metadata.configuration)
         if SessionConf.PROPERTY_CONSTRAINTS_CHECK.get(self._conf):
             manifest.check_properties(metadata, self.snapshot)

@@ -68,3 +68,21 @@ def test_cdc_column_names_with_the_change_data_feed() -> None:
     with pytest.raises(DeltaMergeError) as info:
         check_cdc_columns(schema, on, on)  # a column added to a table with the feed on
     assert info.value.error_class == "RESERVED_CDC_COLUMNS_ON_WRITE"
+
+
+def test_column_names_without_column_mapping() -> None:
+    from deltamerge.log.data_types import check_column_names
+
+    nested = {"type": "struct", "fields": [{"name": "x y", "type": "integer", "nullable": True}]}
+    element = {"type": "array", "elementType": nested, "containsNull": True}
+    schema = _schema(("ok_name", "integer"), ("s", nested), ("arr", element), ("a.b", "long"))
+    with pytest.raises(DeltaMergeError) as info:
+        check_column_names(schema, [])
+    assert info.value.error_class == "DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES"
+    assert "Invalid column names: s.x y, arr.element.x y." in str(info.value)
+    check_column_names(_schema(("a.b", "long"), ("c-d", "long")), [])  # only ' ,;{}()\n\t=' count
+    parted = _schema(("id", "long"), ("p q", "string"))
+    with pytest.raises(DeltaMergeError) as info:
+        check_column_names(parted, ["p q"])
+    assert info.value.error_class == "DELTA_INVALID_PARTITION_COLUMN_NAME"
+    check_column_names(parted, ["p q"], check_partitions=False)  # partitionColumnValidity.enabled
