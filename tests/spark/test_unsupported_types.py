@@ -93,3 +93,19 @@ def test_column_names_need_column_mapping_for_spaces_and_punctuation(spark, tmp_
     with pytest.raises(DeltaMergeError, match="DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES"):
         builder.withSchemaEvolution().whenMatchedUpdateAll().execute()
     assert DeltaLog.for_table(table).update().version == 0
+
+
+def test_not_null_nested_in_an_array_needs_the_setting(spark, spark_conf, tmp_path: Path) -> None:
+    """Delta cannot enforce NOT NULL inside an array or map: CREATE TABLE with one fails, unless
+    ``constraints.allowUnenforcedNotNull.enabled`` drops it (a struct's NOT NULL field stays)."""
+    path = str(tmp_path / "t")
+    columns = "id INT, arr ARRAY<STRUCT<x: INT NOT NULL>>, s STRUCT<y: INT NOT NULL>"
+    ddl = f"CREATE TABLE delta.`{path}` ({columns}) USING delta"
+    with pytest.raises(DeltaMergeError, match="DELTA_NESTED_NOT_NULL_CONSTRAINT.*field arr"):
+        deltamerge.sql(spark, ddl)
+    assert not os.path.exists(os.path.join(path, "_delta_log"))
+    spark_conf({"spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true"})
+    deltamerge.sql(spark, ddl)
+    schema = deltamerge.read(spark, path).schema
+    assert schema["arr"].dataType.elementType["x"].nullable
+    assert not schema["s"].dataType["y"].nullable

@@ -1,6 +1,7 @@
 """What a Delta table's schema may hold, checked whenever a commit sets new metadata: the data
 types (Delta's ``SchemaUtils.findUnsupportedDataTypes``), the column names without column mapping
-(``checkSchemaFieldNames``) and, with the change data feed on, no column named like the feed's own
+(``checkSchemaFieldNames``), NOT NULL nested in arrays and maps (``removeUnenforceableNotNull-
+Constraints``) and, with the change data feed on, no column named like the feed's own
 (``CDCReader.checkMetadataChange``).
  Spark can produce types that Delta does not store:
 ANSI intervals, calendar intervals, TIME, and the geospatial types (which need the ``geospatial``
@@ -10,6 +11,7 @@ engines, so the commit is refused before anything is written to the log.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -167,3 +169,58 @@ def check_column_names(
             error_class="DELTA_INVALID_PARTITION_COLUMN_NAME",
             sql_state="42996",
         )
+
+
+def _as_nullable(t: Any) -> Any:
+    kind = t.get("type") if isinstance(t, Mapping) else None
+    if kind == "struct":
+        fields = [{**f, "nullable": True, "type": _as_nullable(f.get("type"))} for f in t.get("fields", ())]
+        return {**t, "fields": fields}
+    if kind == "array":
+        return {**t, "elementType": _as_nullable(t.get("elementType")), "containsNull": True}
+    if kind == "map":
+        key, value = _as_nullable(t.get("keyType")), _as_nullable(t.get("valueType"))
+        return {**t, "keyType": key, "valueType": value, "valueContainsNull": True}
+    return t
+
+
+def without_nested_not_null(schema: Mapping[str, Any], *, allow: bool = False) -> Mapping[str, Any]:
+    """``schema`` with no NOT NULL inside an array's element or a map's key or value, which Delta
+    cannot enforce: refused with ``DELTA_NESTED_NOT_NULL_CONSTRAINT``, or, when ``allow``
+    (``spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled``), dropped."""
+
+    def fix(t: Any, path: list[str]) -> Any:
+        kind = t.get("type") if isinstance(t, Mapping) else None
+        if kind == "struct":
+            fields = []
+            for f in t.get("fields", ()):
+                inner = [*path, str(f.get("name"))]
+                fields.append({**f, "type": fix_nested(f.get("type"), inner)})
+            return {**t, "fields": fields}
+        return t
+
+    def fix_nested(t: Any, path: list[str]) -> Any:
+        kind = t.get("type") if isinstance(t, Mapping) else None
+        if kind == "array":
+            return {**t, "elementType": checked(t.get("elementType"), path, "element")}
+        if kind == "map":
+            key = checked(t.get("keyType"), path, "key")
+            return {**t, "keyType": key, "valueType": checked(t.get("valueType"), path, "value")}
+        return fix(t, path)
+
+    def checked(t: Any, path: list[str], nest: str) -> Any:
+        loose = _as_nullable(t)
+        if loose != t and not allow:
+            shown = ".".join(f"`{p}`" if "." in p else p for p in path)
+            raise AnalysisError(
+                f"The {nest} type of the field {shown} contains a NOT NULL constraint. Delta does not "
+                "support NOT NULL constraints nested within arrays or maps. To suppress this error and "
+                "silently ignore the specified constraints, set "
+                "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled = true. Parsed "
+                f"{nest} type: {json.dumps(t)}",
+                error_class="DELTA_NESTED_NOT_NULL_CONSTRAINT",
+                sql_state="0AKDC",
+            )
+        return loose
+
+    return fix(schema, [])  # type: ignore[no-any-return]

@@ -51,7 +51,12 @@ from deltamerge.log.actions import (
     SetTransaction,
     serialize_commit,
 )
-from deltamerge.log.data_types import check_cdc_columns, check_column_names, check_supported_types
+from deltamerge.log.data_types import (
+    check_cdc_columns,
+    check_column_names,
+    check_supported_types,
+    without_nested_not_null,
+)
 from deltamerge.log.protocol import (
     CHECKPOINT_PROTECTION,
     DOMAIN_METADATA,
@@ -219,6 +224,12 @@ class OptimisticTransaction:
         schema = char_varchar.to_delta(current_schema)  # CHAR/VARCHAR are strings in Delta's schema
         if schema is not current_schema:
             metadata = replace(metadata, schema_string=json.dumps(schema, separators=(",", ":")))
+        read_schema = self.snapshot.metadata.schema_string if self.snapshot is not None else None
+        if metadata.schema_string != read_schema:  # a schema change, as Delta checks it
+            allow = bool(SessionConf.ALLOW_UNENFORCED_NOT_NULL.get(self._conf))
+            loose = without_nested_not_null(metadata.schema, allow=allow)
+            if loose != metadata.schema:
+                metadata = replace(metadata, schema_string=json.dumps(loose, separators=(",", ":")))
         metadata = self._with_column_mapping(metadata)
         schema_columns = {f.get("name") for f in metadata.schema.get("fields", [])}
         missing = [c for c in metadata.partition_columns if c not in schema_columns]

@@ -86,3 +86,27 @@ def test_column_names_without_column_mapping() -> None:
         check_column_names(parted, ["p q"])
     assert info.value.error_class == "DELTA_INVALID_PARTITION_COLUMN_NAME"
     check_column_names(parted, ["p q"], check_partitions=False)  # partitionColumnValidity.enabled
+
+
+def test_not_null_nested_in_arrays_and_maps() -> None:
+    from deltamerge.log.data_types import without_nested_not_null
+
+    strict = {
+        "type": "struct",
+        "fields": [{"name": "x", "type": "integer", "nullable": False, "metadata": {}}],
+    }
+    inner = {"type": "array", "elementType": "integer", "containsNull": False}
+    top = _schema(("s", strict))  # a struct's NOT NULL field is enforced: kept
+    assert without_nested_not_null(top) == top
+    for nest, field_type in (
+        ("element", {"type": "array", "elementType": strict, "containsNull": True}),
+        ("value", {"type": "map", "keyType": "string", "valueType": inner, "valueContainsNull": True}),
+        ("key", {"type": "map", "keyType": strict, "valueType": "long", "valueContainsNull": True}),
+    ):
+        schema = _schema(("id", "long"), ("outer", {"type": "struct", "fields": [
+            {"name": "c", "type": field_type, "nullable": True, "metadata": {}}]}))  # fmt: skip
+        with pytest.raises(DeltaMergeError, match=f"The {nest} type of the field outer.c") as info:
+            without_nested_not_null(schema)
+        assert info.value.error_class == "DELTA_NESTED_NOT_NULL_CONSTRAINT"
+        loose = without_nested_not_null(schema, allow=True)  # constraints.allowUnenforcedNotNull
+        assert without_nested_not_null(loose) == loose and loose != schema
