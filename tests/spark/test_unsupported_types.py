@@ -101,7 +101,7 @@ def test_not_null_nested_in_an_array_needs_the_setting(spark, spark_conf, tmp_pa
     path = str(tmp_path / "t")
     columns = "id INT, arr ARRAY<STRUCT<x: INT NOT NULL>>, s STRUCT<y: INT NOT NULL>"
     ddl = f"CREATE TABLE delta.`{path}` ({columns}) USING delta"
-    with pytest.raises(DeltaMergeError, match="DELTA_NESTED_NOT_NULL_CONSTRAINT.*field arr"):
+    with pytest.raises(DeltaMergeError, match=r"DELTA_NESTED_NOT_NULL_CONSTRAINT.*field arr"):
         deltamerge.sql(spark, ddl)
     assert not os.path.exists(os.path.join(path, "_delta_log"))
     spark_conf({"spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true"})
