@@ -110,8 +110,8 @@ def test_cluster_by_at_creation(spark, tmp_path: Path) -> None:
     path = str(tmp_path / "sql")
     deltamerge.sql(
         spark,
-        f"CREATE TABLE delta.`{path}` (a INT, s STRUCT<b: STRING, c: BOOLEAN>, `x y` LONG, v STRING) "
-        "USING delta CLUSTER BY (a, s.b, `x y`)",
+        f"CREATE TABLE delta.`{path}` (a INT, s STRUCT<b: STRING, c: BOOLEAN>, `x.y` LONG, v STRING) "
+        "USING delta CLUSTER BY (a, s.b, `x.y`)",
     )
     actions = _log_actions(path, 0)
     protocol = next(a["protocol"] for a in actions if "protocol" in a)
@@ -119,12 +119,12 @@ def test_cluster_by_at_creation(spark, tmp_path: Path) -> None:
     assert {"clustering", "domainMetadata"} <= set(protocol["writerFeatures"])
     domain = next(a["domainMetadata"] for a in actions if "domainMetadata" in a)
     assert domain["domain"] == "delta.clustering"
-    assert json.loads(domain["configuration"]) == {"clusteringColumns": [["a"], ["s", "b"], ["x y"]]}
+    assert json.loads(domain["configuration"]) == {"clusteringColumns": [["a"], ["s", "b"], ["x.y"]]}
     metadata = next(a["metaData"] for a in actions if "metaData" in a)
     assert "delta.feature.clustering" not in metadata["configuration"]  # a protocol feature, not stored
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
-    assert json.loads(info["operationParameters"]["clusterBy"]) == ["a", "s.b", "`x y`"]
-    assert _detail(spark, path) == ["a", "s.b", "`x y`"]
+    assert json.loads(info["operationParameters"]["clusterBy"]) == ["a", "s.b", "`x.y`"]
+    assert _detail(spark, path) == ["a", "s.b", "`x.y`"]
 
     # CREATE ... AS SELECT, the table builder and both DataFrame writers.
     ctas = str(tmp_path / "ctas")
