@@ -1,12 +1,12 @@
-"""What a Delta table's schema may hold, checked whenever a commit sets new metadata: the data
-types (Delta's ``SchemaUtils.findUnsupportedDataTypes``), the column names without column mapping
-(``checkSchemaFieldNames``), NOT NULL nested in arrays and maps (``removeUnenforceableNotNull-
-Constraints``) and, with the change data feed on, no column named like the feed's own
-(``CDCReader.checkMetadataChange``).
- Spark can produce types that Delta does not store:
-ANSI intervals, calendar intervals, TIME, and the geospatial types (which need the ``geospatial``
-reader-writer feature, unsupported here). A table holding one would be unreadable for other
-engines, so the commit is refused before anything is written to the log.
+"""What a Delta table's schema may hold, checked whenever a commit sets new metadata, as Delta's
+commit checks do: the data types (``SchemaUtils.findUnsupportedDataTypes``), the column names
+without column mapping (``checkSchemaFieldNames``), NOT NULL nested in arrays and maps
+(``removeUnenforceableNotNullConstraints``) and, with the change data feed on, no column named like
+the feed's own (``CDCReader.checkMetadataChange``).
+
+Spark has types Delta does not store: ANSI and calendar intervals, TIME, and the geospatial types
+(which need the ``geospatial`` reader-writer feature, unsupported here). A table holding one would
+be unreadable for other engines, so the commit is refused before anything is written to the log.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _exploded_names(t: Any, path: list[str]) -> Iterator[str]:
     if kind == "struct":
         for f in t.get("fields", ()):
             inner = [*path, str(f.get("name"))]
-            yield ".".join(f"`{p}`" if "." in p else p for p in inner)
+            yield _pretty(inner)
             yield from _exploded_names(f.get("type"), inner)
     elif kind == "array":
         yield from _exploded_names(t.get("elementType"), [*path, "element"])
@@ -211,11 +211,10 @@ def without_nested_not_null(schema: Mapping[str, Any], *, allow: bool = False) -
     def checked(t: Any, path: list[str], nest: str) -> Any:
         loose = _as_nullable(t)
         if loose != t and not allow:
-            shown = ".".join(f"`{p}`" if "." in p else p for p in path)
             raise AnalysisError(
-                f"The {nest} type of the field {shown} contains a NOT NULL constraint. Delta does not "
-                "support NOT NULL constraints nested within arrays or maps. To suppress this error and "
-                "silently ignore the specified constraints, set "
+                f"The {nest} type of the field {_pretty(path)} contains a NOT NULL constraint. Delta "
+                "does not support NOT NULL constraints nested within arrays or maps. To suppress this "
+                "error and silently ignore the specified constraints, set "
                 "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled = true. Parsed "
                 f"{nest} type: {json.dumps(t)}",
                 error_class="DELTA_NESTED_NOT_NULL_CONSTRAINT",
