@@ -228,6 +228,7 @@ class SessionConf:
     SCHEMA_TYPE_CHECK = _session("schema.typeCheck.enabled", True, parse_bool)
     PARTITION_COLUMN_CHECK = _session("partitionColumnValidity.enabled", True, parse_bool)
     ALLOW_UNENFORCED_NOT_NULL = _session("constraints.allowUnenforcedNotNull.enabled", False, parse_bool)
+    DYNAMIC_PARTITION_OVERWRITE = _session("dynamicPartitionOverwrite.enabled", True, parse_bool)
     # Unknown delta.* table properties are refused unless this is set (log/table_config.py).
     ALLOW_ARBITRARY_PROPERTIES = _session("allowArbitraryProperties.enabled", False, parse_bool)
     VACUUM_LITE = _session("vacuum.lite.enabled", False, parse_bool)

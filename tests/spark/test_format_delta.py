@@ -139,6 +139,14 @@ def test_partial_overwrite_option_rules(dspark, base, tmp_path, spark_conf):
     base.write.format("delta").save(flat)
     wider.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(flat)
     assert _rows(dspark.read.format("delta").load(flat)) == [(10, "z", "x", 10)]
+    # spark.databricks.delta.dynamicPartitionOverwrite.enabled=false refuses the mode where Delta
+    # reads it (a partitioned table, no replaceWhere beside a session-wide mode).
+    spark_conf({"spark.databricks.delta.dynamicPartitionOverwrite.enabled": "false"})
+    with pytest.raises(DeltaMergeError, match="DELTA_DYNAMIC_PARTITION_OVERWRITE_DISABLED"):
+        new.write.format("delta").mode("overwrite").save(path)
+    writer().save(path)  # replaceWhere: the session's mode is not read
+    new.write.format("delta").mode("overwrite").save(flat)  # unpartitioned: not read either
+    assert snapshot_for(path).version == 2
 
 
 def test_dynamic_partition_overwrite(dspark, base, tmp_path):

@@ -96,6 +96,14 @@ def delta_save(
         partitioned = bool(DeltaLog.for_table(table_root(path)).update().metadata.partition_columns)
         if not partitioned:
             dynamic = "static"
+        asked = not replace_where or "partitionoverwritemode" in opts  # when Delta reads the mode
+        if dynamic == "dynamic" and asked and not setting(spark, SessionConf.DYNAMIC_PARTITION_OVERWRITE):
+            raise InvalidArgumentError(
+                "Dynamic partition overwrite mode is specified by session config or write options, "
+                "but it is disabled by `spark.databricks.delta.dynamicPartitionOverwrite.enabled=false`.",
+                error_class="DELTA_DYNAMIC_PARTITION_OVERWRITE_DISABLED",
+                sql_state="0A000",
+            )
         if cluster_by is not None and (replace_where or dynamic == "dynamic"):
             _check_clustering(path, cluster_by)  # a partial overwrite keeps the clustering
         if replace_where is not None and replace_where.strip():
