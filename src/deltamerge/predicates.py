@@ -282,8 +282,13 @@ class _Parser(_SparkParser):  # type: ignore[misc]
         # (VALUES (1, 'a') AS y(id, v)) s: SQLGlot keeps the alias inside the parentheses and fails
         # on the one after them. Spark names the parenthesised relation by the outer alias: a
         # subquery over the aliased VALUES.
+        derived = (
+            self._curr is not None
+            and self._next is not None
+            and (self._curr.token_type, self._next.token_type) == (TokenType.L_PAREN, TokenType.VALUES)
+        )
         values = super()._parse_derived_table_values(*args, **kwargs)
-        if values is None or self._tokens[self._index - 1].token_type != TokenType.R_PAREN:
+        if values is None or not derived:
             return values
         outer = self._parse_table_alias() if values.args.get("alias") else None
         if outer is None:

@@ -96,8 +96,9 @@ def delta_save(
         partitioned = bool(DeltaLog.for_table(table_root(path)).update().metadata.partition_columns)
         if not partitioned:
             dynamic = "static"
-        asked = not replace_where or "partitionoverwritemode" in opts  # when Delta reads the mode
-        if dynamic == "dynamic" and asked and not setting(spark, SessionConf.DYNAMIC_PARTITION_OVERWRITE):
+        mode_option = "partitionoverwritemode" in opts
+        read_mode = mode_option or not replace_where  # where Delta reads the mode at all
+        if dynamic == "dynamic" and read_mode and not setting(spark, SessionConf.DYNAMIC_PARTITION_OVERWRITE):
             raise InvalidArgumentError(
                 "Dynamic partition overwrite mode is specified by session config or write options, "
                 "but it is disabled by `spark.databricks.delta.dynamicPartitionOverwrite.enabled=false`.",
@@ -107,7 +108,7 @@ def delta_save(
         if cluster_by is not None and (replace_where or dynamic == "dynamic"):
             _check_clustering(path, cluster_by)  # a partial overwrite keeps the clustering
         if replace_where is not None and replace_where.strip():
-            if dynamic == "dynamic" and "partitionoverwritemode" in opts:
+            if dynamic == "dynamic" and mode_option:
                 raise InvalidArgumentError(
                     "A 'replaceWhere' expression and 'partitionOverwriteMode'='dynamic' cannot both be "
                     "set in the DataFrameWriter options.",

@@ -55,7 +55,6 @@ from deltamerge.merge.resolution import (
     _check_value,
     _Resolver,
     _unresolved,
-    ambiguous,
 )
 from deltamerge.predicates import is_deterministic, rewrite_columns, split_conjuncts, to_sql
 
@@ -249,10 +248,7 @@ class _Analyzer:
         parts = list(key)
         if len(parts) >= 2 and side.matches_alias(parts[0]) and side.index(parts[1]) is not None:
             parts = parts[1:]
-        positions = side.indices(parts[0])
-        if len(positions) > 1:
-            raise ambiguous(key, [(side, j) for j in positions])
-        idx = positions[0] if positions else None
+        idx = side.single(parts[0], key)
         if idx is None:
             raise _KeyError(_unresolved(".".join(display_name(p) for p in key), where, side.qualified()))
         dtype: DataType = side.schema.fields[idx].dataType
@@ -304,12 +300,7 @@ class _Analyzer:
         if not self.evolve:
             out = []
             for f in self.target_schema.fields:
-                found = self.source.indices(f.name)
-                if len(found) > 1:
-                    raise ambiguous(
-                        [self.source.alias or "source", f.name], [(self.source, j) for j in found]
-                    )
-                i = found[0] if found else None
+                i = self.source.single(f.name, [self.source.alias or "source", f.name])
                 if i is None and identity_of(f) is not None:
                     continue  # generated for new rows, never updated
                 if i is None:

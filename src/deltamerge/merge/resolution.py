@@ -53,35 +53,31 @@ class Side:
         return a == b if self.case_sensitive else a.lower() == b.lower()
 
     @cached_property
-    def _positions(self) -> dict[str, int]:
-        """Column name (folded unless case-sensitive) -> its first position: a lookup per reference
+    def _positions(self) -> dict[str, list[int]]:
+        """Column name (folded unless case-sensitive) -> its positions (several when a source
+        DataFrame holds two ``id`` columns, as a join's output does): a lookup per reference
         instead of a scan (a 500-column UPDATE SET * resolved 1,000 names, 250k comparisons)."""
-        positions: dict[str, int] = {}
+        positions: dict[str, list[int]] = {}
         for i, c in enumerate(self.columns):
-            positions.setdefault(c if self.case_sensitive else c.lower(), i)
+            positions.setdefault(c if self.case_sensitive else c.lower(), []).append(i)
         return positions
-
-    def index(self, name: str) -> int | None:
-        """Position of column ``name`` (None when absent; the first when several have it)."""
-        return self._positions.get(name if self.case_sensitive else name.lower())
-
-    @cached_property
-    def _repeated(self) -> dict[str, list[int]]:
-        """Names (folded unless case-sensitive) that several columns have (a source DataFrame may
-        hold two ``id`` columns, as a join's output does) -> all their positions."""
-        out: dict[str, list[int]] = {}
-        for i, c in enumerate(self.columns):
-            out.setdefault(c if self.case_sensitive else c.lower(), []).append(i)
-        return {k: v for k, v in out.items() if len(v) > 1}
 
     def indices(self, name: str) -> list[int]:
         """Every position of column ``name``: more than one makes a reference to it ambiguous."""
-        if self._repeated:
-            found = self._repeated.get(name if self.case_sensitive else name.lower())
-            if found:
-                return found
-        idx = self.index(name)
-        return [] if idx is None else [idx]
+        return self._positions.get(name if self.case_sensitive else name.lower(), [])
+
+    def index(self, name: str) -> int | None:
+        """Position of column ``name`` (None when absent; the first when several have it)."""
+        found = self.indices(name)
+        return found[0] if found else None
+
+    def single(self, name: str, shown: Sequence[str]) -> int | None:
+        """Position of column ``name`` (None when absent); AMBIGUOUS_REFERENCE, naming the
+        reference as ``shown``, when several columns have it."""
+        found = self.indices(name)
+        if len(found) > 1:
+            raise ambiguous(shown, [(self, i) for i in found])
+        return found[0] if found else None
 
     def matches_alias(self, qualifier: str) -> bool:
         """Whether ``qualifier`` names this side (its alias, or the builder's internal name for a

@@ -351,10 +351,10 @@ def _void(f: StructField) -> bool:
     return isinstance(f.dataType, NullType)
 
 
-def _read_column(f: StructField) -> str:
+def _read_column(f: StructField, from_directory: bool = False) -> str:
     if _void(f):
         return f"NULL AS {quote_name(f.name)}"
-    if is_collated(f.dataType):  # a partition value (read as a plain string)
+    if from_directory and is_collated(f.dataType):  # parsed from the directory as a plain string
         return f"CAST({quote_name(f.name)} AS {f.dataType.simpleString()}) AS {quote_name(f.name)}"
     return quote_name(f.name)
 
@@ -406,7 +406,8 @@ def _scan_group(
         extra += [quote_name(n) for n in row_tracking]
         extra.append(f"{meta}.row_index AS __dm_position")
     if hive is not None:
-        df = df.selectExpr(*[_read_column(f) for f in schema.fields], *extra)
+        parsed = {f.name for f in hive}
+        df = df.selectExpr(*[_read_column(f, f.name in parsed) for f in schema.fields], *extra)
         return _with_row_tracking(spark, table_root, files, df, row_tracking, with_file)
     if mapping is None:
         # One selectExpr of SQL text: a Column per field would cost Python->JVM round trips per column.

@@ -224,8 +224,8 @@ class OptimisticTransaction:
         schema = char_varchar.to_delta(current_schema)  # CHAR/VARCHAR are strings in Delta's schema
         if schema is not current_schema:
             metadata = replace(metadata, schema_string=json.dumps(schema, separators=(",", ":")))
-        read_schema = self.snapshot.metadata.schema_string if self.snapshot is not None else None
-        if metadata.schema_string != read_schema:  # a schema change, as Delta checks it
+        read = self.snapshot.metadata if self.snapshot is not None else None
+        if read is None or metadata.schema_string != read.schema_string:  # a schema change (Delta's test)
             allow = bool(SessionConf.ALLOW_UNENFORCED_NOT_NULL.get(self._conf))
             loose = without_nested_not_null(metadata.schema, allow=allow)
             if loose != metadata.schema:
@@ -239,8 +239,7 @@ class OptimisticTransaction:
             )
         paths.check_partition_column_types(metadata.schema, metadata.partition_columns)
         check_supported_types(metadata.schema, type_check=bool(SessionConf.SCHEMA_TYPE_CHECK.get(self._conf)))
-        old = self.snapshot.metadata if self.snapshot is not None else None
-        check_cdc_columns(metadata.schema, metadata.configuration, old.configuration if old else None)
+        check_cdc_columns(metadata.schema, metadata.configuration, read.configuration if read else None)
         if column_mapping.mode_of(metadata.configuration) == "none":
             check_column_names(
                 metadata.schema,
@@ -272,7 +271,6 @@ class OptimisticTransaction:
                 self._new_protocol = extended
         assert self.protocol is not None
         check_column_defaults_allowed(self.protocol, metadata.schema)
-        read = self.snapshot.metadata if self.snapshot is not None else None
         self._new_metadata = row_tracking.with_column_names(self.protocol, read, metadata)
 
     def update_protocol(self, protocol: Protocol) -> None:
