@@ -109,3 +109,66 @@ def test_not_null_nested_in_an_array_needs_the_setting(spark, spark_conf, tmp_pa
     schema = deltamerge.read(spark, path).schema
     assert schema["arr"].dataType.elementType["x"].nullable
     assert not schema["s"].dataType["y"].nullable
+
+
+def test_void_inside_an_array_or_a_map_is_refused_and_nothing_is_written(spark, tmp_path: Path) -> None:
+    """Delta's SchemaUtils.dropNullTypeColumns: a void column or struct field is left out of the
+    files, a void inside an array or map cannot be and is DELTA_COMPLEX_TYPE_COLUMN_CONTAINS_NULL_TYPE,
+    by a plain write or by MERGE schema evolution (the table as it was)."""
+    path = tmp_path / "t"
+    for sql, name, kind in [
+        ("SELECT 1 AS id, array(NULL) AS a", "a", "ArrayType"),
+        ("SELECT 1 AS id, map('k', NULL) AS m", "m", "MapType"),
+        ("SELECT 1 AS id, named_struct('x', 1, 'e', array()) AS s", "s.e", "ArrayType"),
+    ]:
+        with pytest.raises(DeltaMergeError, match=f"column {name} which is of {kind}") as info:
+            deltamerge.write(spark.sql(sql), str(path))
+        assert info.value.error_class == "DELTA_COMPLEX_TYPE_COLUMN_CONTAINS_NULL_TYPE"
+        assert not path.exists() or not any(p.name.endswith(".parquet") for p in path.rglob("*"))
+    deltamerge.write(spark.sql("SELECT 1 AS id"), str(path))
+    files = sorted(os.listdir(path))
+    source = spark.sql("SELECT 2 AS id, array(NULL) AS a")
+    builder = DeltaTable.forPath(spark, str(path)).alias("t").merge(source.alias("s"), "t.id = s.id")
+    with pytest.raises(DeltaMergeError, match="DELTA_COMPLEX_TYPE_COLUMN_CONTAINS_NULL_TYPE"):
+        builder.withSchemaEvolution().whenNotMatchedInsertAll().execute()
+    assert sorted(os.listdir(path)) == files
+    assert DeltaLog.for_table(str(path)).update().version == 0
+
+
+def test_void_struct_fields_are_left_out_of_the_files_and_evolve(spark, tmp_path: Path) -> None:
+    """A void struct field is not written (Spark would write a BOOLEAN stand-in, which a read
+    after schema evolution widened the field to STRING failed on: PARQUET_COLUMN_DATA_TYPE_MISMATCH);
+    a null struct stays null; a struct whose every field is void keeps them (Parquet holds no
+    empty group)."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable as RsTable
+
+    path = str(tmp_path / "t")
+    deltamerge.write(
+        spark.sql(
+            "SELECT 1 AS id, named_struct('x', NULL, 'y', 1, 'n', named_struct('z', NULL, 'w', 'a')) AS s, "
+            "named_struct('v', NULL) AS only_void "
+            "UNION ALL SELECT 3, NULL, NULL"
+        ),
+        path,
+    )
+    data_file = next(f for f in os.listdir(path) if f.endswith(".parquet"))
+    written = pq.read_schema(os.path.join(path, data_file))
+    assert str(written.field("s").type) == "struct<y: int32, n: struct<w: string>>"
+    assert str(written.field("only_void").type) == "struct<v: null>"
+    source = spark.sql(
+        "SELECT 2 AS id, named_struct('x', 'str', 'y', 2, 'n', named_struct('z', 5L, 'w', 'b')) AS s"
+    )
+    DeltaTable.forPath(spark, path).alias("t").merge(
+        source.alias("s"), "t.id = s.id"
+    ).withSchemaEvolution().whenNotMatchedInsertAll().execute()
+    df = deltamerge.read(spark, path)
+    assert df.schema["s"].dataType.simpleString() == "struct<x:string,y:int,n:struct<z:bigint,w:string>>"
+    rows = sorted((r.id, r.s and r.s.asDict(recursive=True)) for r in df.select("id", "s").collect())
+    assert rows == [
+        (1, {"x": None, "y": 1, "n": {"z": None, "w": "a"}}),
+        (2, {"x": "str", "y": 2, "n": {"z": 5, "w": "b"}}),
+        (3, None),
+    ]
+    other = RsTable(path).to_pyarrow_table().sort_by("id").column("s").to_pylist()
+    assert other == [r[1] for r in rows]

@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StringType, StructType, VariantType
 
+from deltamerge.errors import AnalysisError
 from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
@@ -129,6 +130,7 @@ def write_parquet(
     partition's rows in as few files as that allows."""
     spark = df.sparkSession
     prepare_session(spark)
+    check_no_nested_void(df.schema)
     if metadata is not None and column_mapping.is_mapped(metadata.schema):
         df, partition_columns, timestamp_partition_columns = _to_physical(
             df,
@@ -269,16 +271,74 @@ def _to_physical(
     return df.select(*cols), rename(partition_columns), rename(timestamp_partition_columns)
 
 
+def check_no_nested_void(schema: StructType) -> None:
+    """Delta writes no void (NullType) inside an array or a map (``SchemaUtils.dropNullTypeColumns``):
+    such a column cannot be left out of the files as a top-level or struct field can."""
+
+    def walk(t: DataType, path: list[str]) -> None:
+        if isinstance(t, StructType):
+            for f in t.fields:
+                walk(f.dataType, [*path, f.name])
+        elif isinstance(t, (ArrayType, MapType)) and _holds_void(t):
+            name = ".".join(p if p.isidentifier() else quote_name(p) for p in path)
+            kind = "ArrayType" if isinstance(t, ArrayType) else "MapType"
+            raise AnalysisError(
+                f"Found nested NullType in column {name} which is of {kind}. Delta doesn't support "
+                "writing NullType in complex types: cast the column to a concrete type (e.g. "
+                f"CAST({name} AS ARRAY<STRING>)) before writing it.",
+                error_class="DELTA_COMPLEX_TYPE_COLUMN_CONTAINS_NULL_TYPE",
+                sql_state="22005",
+            )
+
+    walk(schema, [])
+
+
+def _holds_void(t: DataType) -> bool:
+    if isinstance(t, NullType):
+        return True
+    if isinstance(t, StructType):
+        return any(_holds_void(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _holds_void(t.elementType)
+    if isinstance(t, MapType):
+        return _holds_void(t.keyType) or _holds_void(t.valueType)
+    return False
+
+
 def _without_void_columns(df: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
-    """Delta stores no data for top-level void (NullType) columns: readers fill them with nulls.
-    Spark would write a BOOLEAN stand-in, which a reader meets as a type mismatch once schema
-    evolution has widened the column (void -> string) and the old file is read again."""
+    """Delta stores no data for void (NullType) columns, top-level or struct fields: readers fill
+    them with nulls. Spark would write a BOOLEAN stand-in, which a reader meets as a type mismatch
+    once schema evolution has widened the column (void -> string) and the old file is read again.
+    Parquet cannot hold a struct without fields (nor a file without columns): one whose every
+    field is void keeps them."""
     parts = {c.lower() for c in partition_columns}
     fields = [f for f in df.schema.fields if f.name.lower() not in parts]
     void = [f.name for f in fields if isinstance(f.dataType, NullType)]
-    if not void or len(void) == len(fields):  # Parquet cannot write a file without columns
+    if len(void) == len(fields):
         return df
-    return df.drop(*void)
+    if void:
+        df = df.drop(*void)
+    structs = [(f.name, f.dataType) for f in fields if isinstance(f.dataType, StructType)]
+    nested = {n: paths for n, t in structs if (paths := _void_paths(t, []))}
+    if not nested:
+        return df
+    # dropFields keeps a null struct null and the other fields' metadata (field ids).
+    return df.withColumns({n: F.col(quote_name(n)).dropFields(*paths) for n, paths in nested.items()})
+
+
+def _void_paths(st: StructType, prefix: list[str]) -> list[str]:
+    """The dotted, quoted paths of ``st``'s void fields (nested in structs), except in a struct
+    whose every field is void."""
+    if all(isinstance(f.dataType, NullType) for f in st.fields):
+        return []
+    out: list[str] = []
+    for f in st.fields:
+        path = [*prefix, f.name]
+        if isinstance(f.dataType, NullType):
+            out.append(".".join(quote_name(p) for p in path))
+        elif isinstance(f.dataType, StructType):
+            out.extend(_void_paths(f.dataType, path))
+    return out
 
 
 def _footer(path: str) -> pq.FileMetaData:
