@@ -54,7 +54,7 @@ from deltamerge.spark.types import (
     to_spark_schema,
 )
 from deltamerge.spark.write import optimized_write_bin_size, to_add_files, write_parquet
-from deltamerge.txn.idempotency import writer_option
+from deltamerge.txn.idempotency import data_change_false_error, rearranges_only, writer_option
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.row_tracking import materialized_columns
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -165,6 +165,11 @@ _WIDER = {
 }
 
 
+def _shape(schema: StructType) -> list[tuple[str, str]]:
+    """A schema's column names and types, without nullability or field metadata."""
+    return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
+
+
 def _safe_cast(src, dst) -> bool:  # type: ignore[no-untyped-def]
     if src.typeName() == "null":
         return True
@@ -229,6 +234,9 @@ def write(
         check_can_write(txn.protocol, txn.metadata)  # type: ignore[arg-type]
     _check_names(df.schema)
     overwrite = key == "overwrite"
+    rearranging = rearranges_only(options)
+    if rearranging and not exists:
+        raise data_change_false_error("Create a Delta table")
     cluster_domain: DomainMetadata | None = None
     if not exists or (overwrite and overwrite_schema):
         schema = StructType(
@@ -241,6 +249,11 @@ def write(
                 f"Partition column(s) {missing} not found in schema {schema.simpleString()}."
             )
         parts = [lower[p.lower()] for p in parts]
+        if rearranging and (
+            _shape(schema) != _shape(to_spark_schema(txn.metadata.schema_string))  # type: ignore[union-attr]
+            or [p.lower() for p in parts] != [p.lower() for p in txn.metadata.partition_columns]  # type: ignore[union-attr]
+        ):
+            raise data_change_false_error("Overwrite the Delta table schema or change the partition schema")
         if parts and len(set(parts)) >= len(schema.fields):
             raise InvalidArgumentError(
                 "Cannot use all columns for partition columns: the data files need at least one column.",
@@ -278,6 +291,8 @@ def write(
                 raise explicit_insert_error(ident.name)
         data = fill_identity(data, final)
         if len(final.fields) != len(table_schema.fields):
+            if rearranging:
+                raise data_change_false_error("Change the Delta table schema")
             txn.update_metadata(replace(meta, schema_string=schema_string(final)))
         parts = list(meta.partition_columns)
         schema = final
@@ -302,6 +317,8 @@ def write(
     # Under column mapping the committed schema holds the physical names the statistics use.
     stats_schema = meta.schema if is_mapped(meta.schema) else to_delta_schema(schema)
     adds = to_add_files(root, written, stats_schema, parts, meta.configuration, tz=session_time_zone(spark))
+    if rearranging:
+        adds = [replace(a, data_change=False) for a in adds]
     actions: list[Action] = list(adds)
     if cluster_domain is not None:
         actions.append(cluster_domain)
@@ -312,7 +329,7 @@ def write(
         txn.update_metadata(replace(meta, schema_string=schema_string(marked)))
     if exists and overwrite:
         now = int(time.time() * 1000)
-        actions += [f.remove(now) for f in txn.snapshot.files]  # type: ignore[union-attr]
+        actions += [f.remove(now, data_change=not rearranging) for f in txn.snapshot.files]  # type: ignore[union-attr]
         txn.mark_read_whole_table()
     metrics = {
         "numFiles": len(adds),

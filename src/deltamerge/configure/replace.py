@@ -14,6 +14,9 @@ _REPLACE_MARKER = "__dm_replace_marker"
 REPLACE_WHERE_CONSTRAINT_CHECK = Setting(
     "spark.databricks.delta.replaceWhere.constraintCheck.enabled", True, parse_bool
 )
+REPLACE_WHERE_DATA_COLUMNS = Setting(
+    "spark.databricks.delta.replaceWhere.dataColumns.enabled", True, parse_bool
+)
 _MISMATCH_TAG = "DELTAMERGE_REPLACE_WHERE_MISMATCH"
 
 
@@ -35,6 +38,46 @@ def raise_if_mismatch(error: BaseException, predicate: str | None) -> None:
             f"'{predicate}'. Write only rows that satisfy the replaceWhere predicate.",
             error_class="DELTA_REPLACE_WHERE_MISMATCH",
         ) from None
+
+
+def check_replace_where(
+    predicate: str, partition_columns: Sequence[str], *, data_columns: bool, rearranging: bool
+) -> None:
+    """Delta's rules on what a replaceWhere predicate may reference: only partition columns when
+    ``replaceWhere.dataColumns.enabled`` is off (``DELTA_NON_PARTITION_COLUMN_REFERENCE``), and no
+    conjunct on data columns in a ``dataChange=false`` write
+    (``DELTA_REPLACE_WHERE_WITH_FILTER_DATA_CHANGE_UNSET``)."""
+    from deltamerge.errors import AnalysisError
+    from deltamerge.predicates import (
+        column_parts,
+        column_references,
+        parse_expression,
+        split_conjuncts,
+        to_sql,
+    )
+
+    parts = {p.lower() for p in partition_columns}
+
+    def data_columns_of(node: Any) -> list[str]:
+        names = [".".join(column_parts(c)) for c in column_references(node)]
+        return [n for n in names if n.lower() not in parts]
+
+    node = parse_expression(predicate)
+    if not data_columns and (names := data_columns_of(node)):
+        raise AnalysisError(
+            f"Predicate references non-partition column '{names[0]}'. Only the partition columns may be "
+            f"referenced: [{', '.join(partition_columns)}]",
+            error_class="DELTA_NON_PARTITION_COLUMN_REFERENCE",
+            sql_state="42P10",
+        )
+    filters = [to_sql(c) for c in split_conjuncts(node) if data_columns_of(c)]
+    if rearranging and filters:
+        raise AnalysisError(
+            f"'replaceWhere' cannot be used with data filters when 'dataChange' is set to false. "
+            f"Filters: {','.join(filters)}",
+            error_class="DELTA_REPLACE_WHERE_WITH_FILTER_DATA_CHANGE_UNSET",
+            sql_state="42613",
+        )
 
 
 def _quoted(parts: Sequence[str]) -> str:
@@ -66,6 +109,7 @@ def replace_rows(
     from deltamerge.predicates import parse_expression, rewrite_columns, to_sql
     from deltamerge.spark.session import setting
     from deltamerge.spark.types import to_spark_schema
+    from deltamerge.txn.idempotency import data_change_false_error, rearranges_only
     from deltamerge.txn.operations import Operation
 
     spark = df.sparkSession
@@ -81,10 +125,17 @@ def replace_rows(
 
         return write(df, root, "overwrite", merge_schema=merge_schema, options=options)
     _check_names(df.schema)
+    rearranging = rearranges_only(options)
+    data_columns = bool(setting(spark, REPLACE_WHERE_DATA_COLUMNS))
+    if predicate is not None:
+        check_replace_where(predicate, parts, data_columns=data_columns, rearranging=rearranging)
     table_schema = to_spark_schema(meta.schema_string)
     data, final = _align(df, table_schema, merge_schema=merge_schema, overwrite=True)
     new_columns = [f.name for f in final.fields[len(table_schema.fields) :]]
-    if predicate is not None and setting(spark, REPLACE_WHERE_CONSTRAINT_CHECK):
+    if new_columns and rearranging:
+        raise data_change_false_error("Change the Delta table schema")
+    # Without data columns Delta checks the written files' partitions, whatever constraintCheck says.
+    if predicate is not None and (setting(spark, REPLACE_WHERE_CONSTRAINT_CHECK) or not data_columns):
         data = checked_against(data, predicate)
     marker = _REPLACE_MARKER
     target, source = "__dm_t", "__dm_s"

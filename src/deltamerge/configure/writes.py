@@ -8,7 +8,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from deltamerge.configure.replace import checked_against, raise_if_mismatch, replace_rows
+from deltamerge.configure.replace import (
+    REPLACE_WHERE_DATA_COLUMNS,
+    check_replace_where,
+    checked_against,
+    raise_if_mismatch,
+    replace_rows,
+)
 from deltamerge.configure.state import (
     bool_option,
     delta_path_identifier,
@@ -126,6 +132,8 @@ def delta_save(
                 )
             return replace_rows(df, path, partition_by, merge_schema, predicate=None, options=options)
     elif key == "overwrite" and replace_where:
+        if not setting(spark, REPLACE_WHERE_DATA_COLUMNS):
+            check_replace_where(replace_where, partition_by, data_columns=False, rearranging=False)
         df = checked_against(df, replace_where)
     # A new table takes spark.databricks.delta.properties.defaults.* and "delta."-prefixed writer
     # options as table properties.

@@ -29,7 +29,7 @@ from deltamerge.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from deltamerge.log.actions import Action, AddFile
+from deltamerge.log.actions import Action, AddCDCFile, AddFile, RemoveFile
 from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze, display_name
@@ -53,7 +53,7 @@ from deltamerge.spark.session import (
 from deltamerge.spark.types import schema_string
 from deltamerge.spark.write import optimized_write_bin_size
 from deltamerge.txn import row_tracking
-from deltamerge.txn.idempotency import writer_option
+from deltamerge.txn.idempotency import rearranges_only, writer_option
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -268,6 +268,7 @@ def _run(
         return result_frame(spark, metrics)
     snapshot = _snapshot(txn, table_root)
     _evolve_metadata(txn, rm)
+    rearranging = rearranges_only(write_options)
 
     all_files = snapshot.files
     metrics.numTargetFilesBeforeSkipping = len(all_files)
@@ -310,7 +311,8 @@ def _run(
         optimize_write_bin_size=optimized_write_bin_size(
             spark, snapshot.metadata.configuration, write_options
         ),
-        cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration),
+        # A dataChange=false rewrite has no changes to record.
+        cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration) and not rearranging,
         tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
         row_tracking=_row_tracking_columns(snapshot),
     )
@@ -318,6 +320,8 @@ def _run(
     try:
         with temporary_settings(spark, _wide_plan_settings(spark, snapshot, source)):
             actions = _execute(ctx, plan)
+        if rearranging:
+            actions = _rearranged(actions)
         _check_source_unchanged(spark, metrics)
         metrics.executionTimeMs = timed_ms(start)
         if operation is not None:
@@ -348,6 +352,19 @@ def _run(
             raise translated from e
         raise
     return result_frame(spark, metrics)
+
+
+def _rearranged(actions: Sequence[Action]) -> list[Action]:
+    """A ``dataChange=false`` write's actions: its files marked as not changing data (Delta's
+    rearrangeOnly); change data files cannot be part of one."""
+    cdc = [a.path for a in actions if isinstance(a, AddCDCFile)]
+    if cdc:
+        raise DeltaMergeError(
+            "Change files found in a dataChange = false transaction. Files: " + ", ".join(cdc),
+            error_class="DELTA_UNEXPECTED_CHANGE_FILES_FOUND",
+            sql_state="XXKDS",
+        )
+    return [replace(a, data_change=False) if isinstance(a, (AddFile, RemoveFile)) else a for a in actions]
 
 
 def _user_name_of(

@@ -17,6 +17,32 @@ def writer_option(options: Mapping[str, str] | None, name: str) -> str | None:
     return next((v for k, v in (options or {}).items() if k.lower() == wanted), None)
 
 
+def rearranges_only(options: Mapping[str, str] | None) -> bool:
+    """Whether a write declares it only rearranges data already in the table (Delta's writer
+    option ``dataChange=false``): its files are committed with ``dataChange: false``, which
+    streaming and change-feed readers skip, and it may not change the table's metadata."""
+    value = writer_option(options, "dataChange")
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(
+            f"Invalid value '{value}' for option 'dataChange', must be 'true' or 'false'.",
+            error_class="DELTA_ILLEGAL_OPTION",
+        )
+    return text == "false"
+
+
+def data_change_false_error(attempted: str) -> InvalidArgumentError:
+    """Delta's ``DELTA_DATA_CHANGE_FALSE``: a ``dataChange=false`` write that would change metadata."""
+    return InvalidArgumentError(
+        f"Cannot change table metadata because the 'dataChange' option is set to false. Attempted "
+        f"operation: '{attempted}'. Write without dataChange=false to change the table's metadata.",
+        error_class="DELTA_DATA_CHANGE_FALSE",
+        sql_state="0AKDE",
+    )
+
+
 def idempotency(conf: ConfSource, options: Mapping[str, str] | None = None) -> tuple[str, int, bool] | None:
     """(app id, version, from the session settings) of an idempotent write, or None.
 
