@@ -53,7 +53,7 @@ from deltamerge.spark.types import (
     to_delta_schema,
     to_spark_schema,
 )
-from deltamerge.spark.write import optimized_write_bin_size, to_add_files, write_parquet
+from deltamerge.spark.write import file_writer_options, optimized_write_bin_size, to_add_files, write_parquet
 from deltamerge.txn.idempotency import data_change_false_error, rearranges_only, writer_option
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.row_tracking import materialized_columns
@@ -313,6 +313,7 @@ def write(
         timestamp_partition_columns=ts_parts,
         metadata=meta,
         optimize_write_bin_size=optimized_write_bin_size(spark, meta.configuration, options),
+        file_options=file_writer_options(options),
     )
     # Under column mapping the committed schema holds the physical names the statistics use.
     stats_schema = meta.schema if is_mapped(meta.schema) else to_delta_schema(schema)

@@ -51,7 +51,7 @@ from deltamerge.spark.session import (
     temporary_settings,
 )
 from deltamerge.spark.types import schema_string
-from deltamerge.spark.write import optimized_write_bin_size
+from deltamerge.spark.write import file_writer_options, optimized_write_bin_size
 from deltamerge.txn import row_tracking
 from deltamerge.txn.idempotency import rearranges_only, writer_option
 from deltamerge.txn.operations import Operation
@@ -312,6 +312,7 @@ def _run(
             spark, snapshot.metadata.configuration, write_options
         ),
         # A dataChange=false rewrite has no changes to record.
+        file_options=file_writer_options(write_options),
         cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration) and not rearranging,
         tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
         row_tracking=_row_tracking_columns(snapshot),

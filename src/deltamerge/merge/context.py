@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,8 @@ class MergeContext:
     # Delta's optimized writes apply (spark/write.py): files of about this many shuffle bytes, and
     # the merge does not repartition by the partition columns itself.
     optimize_write_bin_size: int | None = None
+    # Parquet writer options of the DataFrame write this merge runs for (replaceWhere).
+    file_options: Mapping[str, str] = field(default_factory=dict)
     cdf_enabled: bool = False
     tight_bounds: bool | None = None  # stats carry tightBounds on tables that support DVs
     # No two source rows can match one target row (merge/pruning.py); None: not checked up front,
@@ -170,6 +172,7 @@ class MergeContext:
             timestamp_partition_columns=ts_parts,
             metadata=metadata,
             optimize_write_bin_size=self.optimize_write_bin_size,
+            file_options=self.file_options,
         )
         self.written_paths += [w.relative_path for w in written]
         physical = physical_names(schema_json) if mapped else {}
@@ -214,6 +217,7 @@ class MergeContext:
             timestamp_partition_columns=ts_parts,
             metadata=self.txn.metadata,
             optimize_write_bin_size=self.optimize_write_bin_size,
+            file_options=self.file_options,
         )
         self.written_paths += [w.relative_path for w in written]
         files = to_cdc_files(self.table_root, written)

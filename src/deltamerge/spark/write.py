@@ -120,6 +120,7 @@ def write_parquet(
     max_records_per_file: int | None = None,
     metadata: Metadata | None = None,
     optimize_write_bin_size: int | None = None,
+    file_options: Mapping[str, str] | None = None,
 ) -> list[WrittenFile]:
     """Write ``df`` (table columns in order, partition columns included) below ``table_root``.
 
@@ -127,7 +128,8 @@ def write_parquet(
     columns are written under their physical names (partition directories and values too), with
     Parquet field ids in ``id`` mode. ``optimize_write_bin_size`` (see
     :func:`optimized_write_bin_size`) writes files of about that many shuffle bytes, each table
-    partition's rows in as few files as that allows."""
+    partition's rows in as few files as that allows. ``file_options`` are the Parquet writer options
+    Delta passes on from a DataFrame write (see :func:`file_writer_options`)."""
     spark = df.sparkSession
     prepare_session(spark)
     check_no_nested_void(df.schema)
@@ -158,7 +160,8 @@ def write_parquet(
         df, extra = _optimized(df, partition_columns, optimize_write_bin_size)
         settings.update(extra)
     staging = os.path.join(table_root, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
-    writer = df.write.mode("overwrite").option("compression", "snappy")
+    # Without a compression option Spark's session codec applies (spark.sql.parquet.compression.codec).
+    writer = df.write.mode("overwrite").options(**(file_options or {}))
     if max_records_per_file:
         writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
     if partition_columns:
@@ -172,6 +175,17 @@ def write_parquet(
 
 
 _WRITE_SHREDDING = "spark.sql.variant.writeShredding.enabled"
+
+
+#: The DataFrame writer options Delta hands to the Parquet writer (TransactionalWrite.writeFiles).
+_FILE_OPTIONS = ("compression", "maxRecordsPerFile")
+
+
+def file_writer_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """The options of a DataFrame write that reach its Parquet files, as Delta passes them on: the
+    codec (``compression``), ``maxRecordsPerFile`` (else ``spark.sql.files.maxRecordsPerFile``)."""
+    wanted = {o.lower(): o for o in _FILE_OPTIONS}
+    return {wanted[k.lower()]: str(v) for k, v in (options or {}).items() if k.lower() in wanted}
 
 
 def _uncollated_partitions(df: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
