@@ -11,7 +11,8 @@
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``DROP FEATURE f [TRUNCATE HISTORY]``,
   ``ADD CONSTRAINT c CHECK (...)``,
   ``DROP CONSTRAINT [IF EXISTS] c`` (column clauses: ``sql_alter``),
-  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``,
+  ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``SHOW TBLPROPERTIES`` / ``SHOW
+  PARTITIONS`` / ``TRUNCATE TABLE`` (``sql_show``),
   ``VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN]`` (modifiers in any order),
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
   ``REORG TABLE t [WHERE ...] APPLY (PURGE)``, ``GENERATE symlink_format_manifest FOR TABLE t``,
@@ -59,6 +60,7 @@ from deltamerge.sql_common import (
     target_key,
 )
 from deltamerge.sql_maintenance import HANDLERS
+from deltamerge.sql_show import HANDLERS as SHOW_HANDLERS
 from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables
 from deltamerge.table_properties import set_properties, unset_properties
 
@@ -510,6 +512,7 @@ def _delta_by_default(spark: SparkSession, text: str) -> bool:
 
 _HANDLERS: list[tuple[re.Pattern[str], Callable[[SparkSession, re.Match[str]], DataFrame | None]]] = [
     *HANDLERS,
+    *SHOW_HANDLERS,
     (_ALTER, _alter),
 ]
 

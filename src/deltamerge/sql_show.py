@@ -1,0 +1,146 @@
+"""``SHOW TBLPROPERTIES``, ``SHOW PARTITIONS`` and ``TRUNCATE TABLE`` on Delta tables, as Delta
+answers them (Spark alone sees deltamerge's tables as views, which it refuses or shows empty).
+``HANDLERS`` pairs each pattern with its handler."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltamerge.errors import AnalysisError
+from deltamerge.identifiers import lookup_table
+from deltamerge.log.clustering import clustering_columns, logical_path
+from deltamerge.log.paths import table_root
+from deltamerge.log.snapshot import DeltaLog
+from deltamerge.spark.types import quote_name
+from deltamerge.sql_common import (
+    FLAGS,
+    TABLE_REF,
+    empty_frame,
+    parse_properties,
+    resolve_table,
+    table_reference,
+)
+
+__all__ = ["HANDLERS", "table_properties"]
+
+_SHOW_PROPS = re.compile(rf"SHOW\s+TBLPROPERTIES\s+{TABLE_REF}(?:\s*\(\s*(?P<key>.+?)\s*\))?", FLAGS)
+_SHOW_PARTITIONS = re.compile(rf"SHOW\s+PARTITIONS\s+{TABLE_REF}(?:\s+PARTITION\s*\((?P<spec>.*)\))?", FLAGS)
+_TRUNCATE = re.compile(rf"TRUNCATE\s+TABLE\s+{TABLE_REF}(?P<partition>\s+PARTITION\s*\(.*\))?", FLAGS)
+
+
+def _display(path: str, name: str | None) -> str:
+    return name if name is not None else f"delta.{quote_name(path)}"
+
+
+def table_properties(path: str) -> dict[str, str]:
+    """The properties Delta's table reports (``DeltaTableV2.properties`` without Spark's reserved
+    ones): the configuration, the protocol versions, ``delta.feature.<name>`` for each table
+    feature and, for a clustered table, ``clusteringColumns``."""
+    snap = DeltaLog.for_table(path).update()
+    meta, proto = snap.metadata, snap.protocol
+    props = {k: v for k, v in meta.configuration.items() if k != "path"}
+    props["delta.minReaderVersion"] = str(proto.min_reader_version)
+    props["delta.minWriterVersion"] = str(proto.min_writer_version)
+    features = set(proto.reader_features or ()) | set(proto.writer_features or ())
+    props.update({f"delta.feature.{f}": "supported" for f in sorted(features)})
+    clustered = clustering_columns(proto, snap.domains)
+    if clustered is not None:
+        logical = [logical_path(meta.schema, c) for c in clustered]
+        props["clusteringColumns"] = json.dumps(
+            [list(p) for p in logical if p is not None], separators=(",", ":")
+        )
+    return props
+
+
+def _show_properties(spark: SparkSession, m: re.Match[str], path: str, name: str | None) -> DataFrame:
+    props = table_properties(path)
+    schema = "key string, value string"
+    if m.group("key") is not None:
+        (key,) = parse_properties(m.group("key"), keys_only=True)
+        value = props.get(key, f"Table {_display(path, name)} does not have property: {key}")
+        return spark.createDataFrame([(key, value)], schema)
+    return spark.createDataFrame(sorted(props.items()), schema)
+
+
+def _show_partitions(spark: SparkSession, m: re.Match[str], path: str, name: str | None) -> DataFrame:
+    from deltamerge.io import read
+
+    snap = DeltaLog.for_table(path).update()
+    parts = list(snap.metadata.partition_columns)
+    if not parts:
+        raise AnalysisError(
+            f"SHOW PARTITIONS is not allowed on a table that is not partitioned: {_display(path, name)}",
+            error_class="DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_TABLE",
+            sql_state="42809",
+        )
+    spec = parse_properties(m.group("spec"), keys_only=False) if m.group("spec") else {}
+    by_lower = {p.lower(): p for p in parts}
+    bad = [k for k in spec if k.lower() not in by_lower]
+    if bad:
+        raise AnalysisError(
+            f"Non-partitioning column(s) [{', '.join(bad)}] are specified for SHOW PARTITIONS",
+            error_class="DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_COLUMN",
+            sql_state="42P10",
+        )
+    # Through a read of the table, as Delta: only partitions that hold rows are shown.
+    df = read(spark, path, version=snap.version)
+    for key, value in spec.items():
+        df = df.where(F.col(quote_name(by_lower[key.lower()])).eqNullSafe(F.lit(value)))
+    columns = [F.col(quote_name(p)) for p in parts]
+    return df.select(*columns).distinct().orderBy(*columns)
+
+
+def _truncate(spark: SparkSession, m: re.Match[str], path: str, _name: str | None) -> DataFrame:
+    from deltamerge.catalog import refresh_views
+    from deltamerge.spark.session import conf_getter
+    from deltamerge.txn.operations import Operation
+    from deltamerge.txn.transaction import OptimisticTransaction
+
+    if m.group("partition"):
+        raise AnalysisError(
+            "Operation not allowed: TRUNCATE TABLE on Delta tables does not support partition predicates; "
+            "use DELETE to delete specific partitions or rows.",
+            error_class="DELTA_TRUNCATE_TABLE_PARTITION_NOT_SUPPORTED",
+            sql_state="0AKDC",
+        )
+    start = time.monotonic()
+    root = table_root(path)
+    txn = OptimisticTransaction(DeltaLog.for_table(root), conf=conf_getter(spark))
+    files = list(txn.snapshot.files) if txn.snapshot is not None else []
+    if files:
+        txn.mark_read_whole_table()
+        now = int(time.time() * 1000)
+        metrics = {"numRemovedFiles": len(files), "executionTimeMs": int((time.monotonic() - start) * 1000)}
+        txn.commit([f.remove(now) for f in files], Operation("TRUNCATE", {}, metrics))
+        refresh_views(spark, root)
+    return empty_frame(spark)
+
+
+_Handler = Callable[[SparkSession, re.Match[str]], DataFrame | None]
+
+
+def _on_delta(handler: Callable[[SparkSession, re.Match[str], str, str | None], DataFrame]) -> _Handler:
+    """``handler`` on a ``delta.`/path``` or a name deltamerge knows; None (Spark runs the
+    statement) for any other name."""
+
+    def run(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
+        path, parts = table_reference(m.group("table"), allow_path=False)
+        if path is None and lookup_table(parts) is None:
+            return None
+        path, name = resolve_table(m.group("table"), allow_path=False)
+        return handler(spark, m, path, name)
+
+    return run
+
+
+HANDLERS: list[tuple[re.Pattern[str], _Handler]] = [
+    (_SHOW_PROPS, _on_delta(_show_properties)),
+    (_SHOW_PARTITIONS, _on_delta(_show_partitions)),
+    (_TRUNCATE, _on_delta(_truncate)),
+]

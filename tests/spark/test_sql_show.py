@@ -1,0 +1,141 @@
+"""``SHOW TBLPROPERTIES``, ``SHOW PARTITIONS`` and ``TRUNCATE TABLE`` through ``deltamerge.sql``,
+as Delta answers them (DeltaTableV2.properties, ShowDeltaPartitionsCommand,
+TruncateDeltaTableCommand). Spark alone sees deltamerge's tables as views: it showed no
+properties and refused SHOW PARTITIONS and TRUNCATE."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import deltamerge
+from deltamerge.errors import DeltaMergeError
+from deltamerge.log.snapshot import DeltaLog
+
+pytestmark = pytest.mark.spark
+
+
+def _sql(spark, text):  # type: ignore[no-untyped-def]
+    return deltamerge.sql(spark, text)
+
+
+def _rows(df) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return [tuple(r) for r in df.collect()]
+
+
+def test_show_tblproperties(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id INT, v STRING) USING delta "
+        "TBLPROPERTIES ('delta.appendOnly' = 'false', 'owner.team' = 'data')",
+    )
+    assert _rows(_sql(spark, f"SHOW TBLPROPERTIES delta.`{path}`")) == [
+        ("delta.appendOnly", "false"),
+        ("delta.minReaderVersion", "1"),
+        ("delta.minWriterVersion", "2"),
+        ("owner.team", "data"),
+    ]
+    assert _rows(_sql(spark, f"SHOW TBLPROPERTIES delta.`{path}` ('owner.team')")) == [("owner.team", "data")]
+    missing = _rows(_sql(spark, f"SHOW TBLPROPERTIES delta.`{path}` (nope)"))
+    assert missing == [("nope", f"Table delta.`{path}` does not have property: nope")]
+    # Table features are listed as Delta lists them; a registered name works too.
+    features = str(tmp_path / "f")
+    _sql(
+        spark,
+        f"CREATE TABLE feats (id INT, s STRING) USING delta CLUSTER BY (id) LOCATION '{features}' "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
+    )
+    try:
+        props = dict(_rows(_sql(spark, "SHOW TBLPROPERTIES feats")))
+    finally:
+        deltamerge.unregister_table(spark, "feats")
+    assert props["delta.enableDeletionVectors"] == "true"
+    assert (props["delta.minReaderVersion"], props["delta.minWriterVersion"]) == ("3", "7")
+    assert props["delta.feature.deletionVectors"] == "supported"
+    assert props["delta.feature.clustering"] == "supported"
+    assert json.loads(props["clusteringColumns"]) == [["id"]]
+    # Any other table is Spark's.
+    spark.sql("CREATE TABLE plain_parquet (id INT) USING parquet TBLPROPERTIES ('k' = 'v')")
+    try:
+        assert ("k", "v") in _rows(_sql(spark, "SHOW TBLPROPERTIES plain_parquet"))
+    finally:
+        spark.sql("DROP TABLE plain_parquet")
+
+
+def test_show_partitions(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id INT, d DATE, r STRING) USING delta PARTITIONED BY (d, r) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
+    )
+    _sql(
+        spark,
+        f"INSERT INTO delta.`{path}` VALUES (1, DATE'2024-01-01', 'eu'), (2, DATE'2024-01-01', 'us'), "
+        "(3, DATE'2024-01-02', NULL), (4, DATE'2024-01-02', 'eu')",
+    )
+    shown = _sql(spark, f"SHOW PARTITIONS delta.`{path}`")
+    assert shown.columns == ["d", "r"]
+    assert shown.schema["d"].dataType.simpleString() == "date"
+    day1, day2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+    assert _rows(shown) == [(day1, "eu"), (day1, "us"), (day2, None), (day2, "eu")]
+    assert _rows(_sql(spark, f"SHOW PARTITIONS delta.`{path}` PARTITION (r = 'eu')")) == [
+        (day1, "eu"),
+        (day2, "eu"),
+    ]
+    assert _rows(_sql(spark, f"SHOW PARTITIONS delta.`{path}` PARTITION (d = '2024-01-02', r = 'eu')")) == [
+        (day2, "eu")
+    ]
+    # A partition whose rows are all deleted is gone, as from a read of the table.
+    _sql(spark, f"DELETE FROM delta.`{path}` WHERE id = 2")
+    assert (day1, "us") not in _rows(_sql(spark, f"SHOW PARTITIONS delta.`{path}`"))
+    with pytest.raises(DeltaMergeError, match=r"\[id\] are specified") as info:
+        _sql(spark, f"SHOW PARTITIONS delta.`{path}` PARTITION (id = 1)")
+    assert info.value.error_class == "DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_COLUMN"
+    flat = str(tmp_path / "flat")
+    deltamerge.write(spark.range(2), flat)
+    with pytest.raises(DeltaMergeError, match="not partitioned") as info:
+        _sql(spark, f"SHOW PARTITIONS delta.`{flat}`")
+    assert info.value.error_class == "DELTA_SHOW_PARTITION_IN_NON_PARTITIONED_TABLE"
+
+
+def test_truncate_table(spark, tmp_path: Path) -> None:
+    from deltalake import DeltaTable as RsTable
+
+    path = str(tmp_path / "t")
+    deltamerge.write(
+        spark.range(6).selectExpr("id", "CAST(id % 2 AS STRING) AS p"),
+        path,
+        partition_by=["p"],
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    files = len(DeltaLog.for_table(path).update().files)
+    with pytest.raises(DeltaMergeError) as info:
+        _sql(spark, f"TRUNCATE TABLE delta.`{path}` PARTITION (p = '0')")
+    assert info.value.error_class == "DELTA_TRUNCATE_TABLE_PARTITION_NOT_SUPPORTED"
+    _sql(spark, f"TRUNCATE TABLE delta.`{path}`")
+    assert deltamerge.read(spark, path).count() == 0
+    assert RsTable(path).to_pyarrow_table().num_rows == 0
+    last = deltamerge.DeltaTable.forPath(spark, path).history(1).first()
+    assert last is not None and last.operation == "TRUNCATE"
+    assert last.operationParameters == {}
+    assert last.operationMetrics["numRemovedFiles"] == str(files)
+    from deltamerge.cdf_read import read_changes
+
+    changes = sorted((r.id, r._change_type) for r in read_changes(spark, path, 1, None).collect())
+    assert changes == [(i, "delete") for i in range(6)]
+    # Nothing to remove: no commit.
+    _sql(spark, f"TRUNCATE TABLE delta.`{path}`")
+    assert DeltaLog.for_table(path).update().version == 1
+    # An append-only table keeps its rows.
+    kept = str(tmp_path / "kept")
+    deltamerge.write(spark.range(3), kept, configuration={"delta.appendOnly": "true"})
+    with pytest.raises(DeltaMergeError, match="appendOnly"):
+        _sql(spark, f"TRUNCATE TABLE delta.`{kept}`")
+    assert deltamerge.read(spark, kept).count() == 3
+    assert sorted(os.listdir(os.path.join(kept, "_delta_log")))[-1].startswith("00000000000000000000")
