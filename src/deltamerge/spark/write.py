@@ -155,7 +155,7 @@ def write_parquet(
     # Spark 4.1+ shreds the variants it writes (typed columns beside value / metadata), which only
     # a table with the variantShredding feature may hold: written unshredded, as the variantType
     # feature requires.
-    settings = {_WRITE_SHREDDING: "false"} if _has_variant(df.schema) else {}
+    settings = {_WRITE_SHREDDING: "false"} if _holds(df.schema, VariantType) else {}
     if optimize_write_bin_size:
         df, extra = _optimized(df, partition_columns, optimize_write_bin_size)
         settings.update(extra)
@@ -199,15 +199,16 @@ def _uncollated_partitions(df: DataFrame, partition_columns: Sequence[str]) -> D
     return df.withColumns({n: F.col(quote_name(n)).cast(StringType()) for n in collated})
 
 
-def _has_variant(t: DataType) -> bool:
-    if isinstance(t, VariantType):
+def _holds(t: DataType, kind: type[DataType]) -> bool:
+    """Whether ``t`` is or nests (in structs, arrays, maps) a type of ``kind``."""
+    if isinstance(t, kind):
         return True
     if isinstance(t, StructType):
-        return any(_has_variant(f.dataType) for f in t.fields)
+        return any(_holds(f.dataType, kind) for f in t.fields)
     if isinstance(t, ArrayType):
-        return _has_variant(t.elementType)
+        return _holds(t.elementType, kind)
     if isinstance(t, MapType):
-        return _has_variant(t.keyType) or _has_variant(t.valueType)
+        return _holds(t.keyType, kind) or _holds(t.valueType, kind)
     return False
 
 
@@ -293,7 +294,7 @@ def check_no_nested_void(schema: StructType) -> None:
         if isinstance(t, StructType):
             for f in t.fields:
                 walk(f.dataType, [*path, f.name])
-        elif isinstance(t, (ArrayType, MapType)) and _holds_void(t):
+        elif isinstance(t, (ArrayType, MapType)) and _holds(t, NullType):
             name = ".".join(p if p.isidentifier() else quote_name(p) for p in path)
             kind = "ArrayType" if isinstance(t, ArrayType) else "MapType"
             raise AnalysisError(
@@ -305,18 +306,6 @@ def check_no_nested_void(schema: StructType) -> None:
             )
 
     walk(schema, [])
-
-
-def _holds_void(t: DataType) -> bool:
-    if isinstance(t, NullType):
-        return True
-    if isinstance(t, StructType):
-        return any(_holds_void(f.dataType) for f in t.fields)
-    if isinstance(t, ArrayType):
-        return _holds_void(t.elementType)
-    if isinstance(t, MapType):
-        return _holds_void(t.keyType) or _holds_void(t.valueType)
-    return False
 
 
 def _without_void_columns(df: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
