@@ -1,6 +1,6 @@
-"""``SHOW TBLPROPERTIES``, ``SHOW PARTITIONS`` and ``TRUNCATE TABLE`` on Delta tables, as Delta
-answers them (Spark alone sees deltamerge's tables as views, which it refuses or shows empty).
-``HANDLERS`` pairs each pattern with its handler."""
+"""``SHOW TBLPROPERTIES``, ``SHOW PARTITIONS``, ``DESCRIBE [EXTENDED]`` and ``TRUNCATE TABLE`` on
+Delta tables, as Delta answers them (Spark alone sees deltamerge's tables as views, which it
+refuses or describes as views). ``HANDLERS`` pairs each pattern with its handler."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ __all__ = ["HANDLERS", "table_properties"]
 
 _SHOW_PROPS = re.compile(rf"SHOW\s+TBLPROPERTIES\s+{TABLE_REF}(?:\s*\(\s*(?P<key>.+?)\s*\))?", FLAGS)
 _SHOW_PARTITIONS = re.compile(rf"SHOW\s+PARTITIONS\s+{TABLE_REF}(?:\s+PARTITION\s*\((?P<spec>.*)\))?", FLAGS)
+_DESCRIBE = re.compile(
+    rf"(?:DESC|DESCRIBE)\s+(?:TABLE\s+)?(?P<ext>(?:EXTENDED|FORMATTED)\s+)?{TABLE_REF}", FLAGS
+)
 _TRUNCATE = re.compile(rf"TRUNCATE\s+TABLE\s+{TABLE_REF}(?P<partition>\s+PARTITION\s*\(.*\))?", FLAGS)
 
 
@@ -96,6 +99,46 @@ def _show_partitions(spark: SparkSession, m: re.Match[str], path: str, name: str
     return df.select(*columns).distinct().orderBy(*columns)
 
 
+def _describe(spark: SparkSession, m: re.Match[str], path: str, name: str | None) -> DataFrame:
+    """Spark's description of a Delta table (DescribeTableExec over DeltaTableV2): the columns,
+    ``# Partition Information`` or ``# Clustering Information``, and with EXTENDED the table's
+    details and properties."""
+    from deltamerge.spark.types import to_spark_schema
+
+    snap = DeltaLog.for_table(path).update()
+    meta, proto = snap.metadata, snap.protocol
+    schema = to_spark_schema(meta.schema_string)
+    by_lower = {f.name.lower(): f for f in schema.fields}
+
+    def row(f):  # type: ignore[no-untyped-def]
+        return (f.name, f.dataType.simpleString(), f.metadata.get("comment"))
+
+    rows: list[tuple[str, str, str | None]] = [row(f) for f in schema.fields]
+    if meta.partition_columns:
+        rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
+        rows += [row(by_lower[p.lower()]) for p in meta.partition_columns if p.lower() in by_lower]
+    clustered = clustering_columns(proto, snap.domains)
+    if clustered:
+        rows += [("# Clustering Information", "", ""), ("# col_name", "data_type", "comment")]
+        for c in clustered:
+            logical = logical_path(meta.schema, c)
+            if logical is not None:
+                field = schema[logical[0]]
+                for part in logical[1:]:
+                    field = field.dataType[part]  # type: ignore[index]
+                rows.append((".".join(logical), field.dataType.simpleString(), field.metadata.get("comment")))
+    if m.group("ext"):
+        props = table_properties(path)
+        rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Name", _display(path, name), "")]
+        rows.append(("Type", "EXTERNAL" if name is not None else "MANAGED", ""))
+        if meta.description:
+            rows.append(("Comment", meta.description, ""))
+        rows += [("Location", "file:" + path, ""), ("Provider", "delta", "")]
+        shown = ",".join(f"{k}={v}" for k, v in sorted(props.items()))
+        rows.append(("Table Properties", f"[{shown}]", ""))
+    return spark.createDataFrame(rows, "col_name string, data_type string, comment string")
+
+
 def _truncate(spark: SparkSession, m: re.Match[str], path: str, _name: str | None) -> DataFrame:
     from deltamerge.catalog import refresh_views
     from deltamerge.spark.session import conf_getter
@@ -143,4 +186,5 @@ HANDLERS: list[tuple[re.Pattern[str], _Handler]] = [
     (_SHOW_PROPS, _on_delta(_show_properties)),
     (_SHOW_PARTITIONS, _on_delta(_show_partitions)),
     (_TRUNCATE, _on_delta(_truncate)),
+    (_DESCRIBE, _on_delta(_describe)),
 ]

@@ -139,3 +139,52 @@ def test_truncate_table(spark, tmp_path: Path) -> None:
         _sql(spark, f"TRUNCATE TABLE delta.`{kept}`")
     assert deltamerge.read(spark, kept).count() == 3
     assert sorted(os.listdir(os.path.join(kept, "_delta_log")))[-1].startswith("00000000000000000000")
+
+
+def test_describe_shows_partitioning_clustering_and_details(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    _sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id INT COMMENT 'key', v STRING, d DATE) USING delta "
+        "PARTITIONED BY (d) COMMENT 'events' TBLPROPERTIES ('a' = 'b')",
+    )
+    columns = [("id", "int", "key"), ("v", "string", None), ("d", "date", None)]
+    partitions = [
+        ("# Partition Information", "", ""),
+        ("# col_name", "data_type", "comment"),
+        ("d", "date", None),
+    ]
+    assert _rows(_sql(spark, f"DESCRIBE delta.`{path}`")) == columns + partitions
+    assert _rows(_sql(spark, f"DESC TABLE EXTENDED delta.`{path}`")) == columns + partitions + [
+        ("", "", ""),
+        ("# Detailed Table Information", "", ""),
+        ("Name", f"delta.`{path}`", ""),
+        ("Type", "MANAGED", ""),
+        ("Comment", "events", ""),
+        ("Location", f"file:{path}", ""),
+        ("Provider", "delta", ""),
+        ("Table Properties", "[a=b,delta.minReaderVersion=1,delta.minWriterVersion=2]", ""),
+    ]
+    clustered = str(tmp_path / "c")
+    _sql(spark, f"CREATE TABLE delta.`{clustered}` (id INT, s STRING) USING delta CLUSTER BY (s)")
+    assert _rows(_sql(spark, f"DESCRIBE delta.`{clustered}`"))[2:] == [
+        ("# Clustering Information", "", ""),
+        ("# col_name", "data_type", "comment"),
+        ("s", "string", None),
+    ]
+
+
+def test_spark_sql_sends_them_to_deltamerge_for_registered_names(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(4).selectExpr("id", "CAST(id % 2 AS STRING) AS p"), path, partition_by=["p"])
+    deltamerge.register_table(spark, "shown", path)
+    deltamerge.configure(spark)
+    try:
+        assert ("delta.minWriterVersion", "2") in _rows(spark.sql("SHOW TBLPROPERTIES shown"))
+        assert _rows(spark.sql("SHOW PARTITIONS shown")) == [("0",), ("1",)]
+        assert ("# Partition Information", "", "") in _rows(spark.sql("DESCRIBE TABLE EXTENDED shown"))
+        spark.sql("TRUNCATE TABLE shown")
+        assert deltamerge.read(spark, path).count() == 0
+    finally:
+        deltamerge.unconfigure()
+        deltamerge.unregister_table(spark, "shown")

@@ -3,6 +3,7 @@
 delta-spark users run ``spark.sql("MERGE INTO ...")``; without Delta's JVM extension Spark cannot.
 The wrapper sends the statements deltamerge implements (MERGE, UPDATE, DELETE, INSERT and ALTER
 TABLE on registered names, CREATE ... USING delta, DESCRIBE HISTORY, VACUUM, RESTORE, OPTIMIZE, ...;
+DESCRIBE, SHOW TBLPROPERTIES / PARTITIONS and TRUNCATE TABLE of registered names;
 any text naming ``delta.`/path``` or ``table_changes``) to ``deltamerge.sql``, which hands what is
 not a Delta statement back to Spark; everything else goes straight to PySpark's own method.
 """
@@ -30,7 +31,8 @@ _CTE_DML = re.compile(r"\b(?:MERGE\s+INTO|INSERT\s+(?:INTO|OVERWRITE)|UPDATE|DEL
 _DELTA_NAMES = re.compile(r"\bdelta\s*\.\s*`|\btable_changes(?:_by_path)?\s*\(", re.IGNORECASE)
 # The table an INSERT or ALTER TABLE writes: deltamerge's when it is a registered name.
 _TARGET = re.compile(
-    r"(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|ALTER\s+TABLE)\s+(?P<name>(?:`(?:[^`]|``)+`|[\w.])+)",
+    r"(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|ALTER\s+TABLE|TRUNCATE\s+TABLE|SHOW\s+(?:TBLPROPERTIES|PARTITIONS)"
+    r"|DESC(?:RIBE)?(?:\s+TABLE)?(?:\s+(?:EXTENDED|FORMATTED))?)\s+(?P<name>(?:`(?:[^`]|``)+`|[\w.])+)",
     re.IGNORECASE,
 )
 
@@ -60,7 +62,7 @@ def delta_statement(text: str, default_source: Callable[[], str | None] = lambda
     rest = text[m.start("word") :]
     if word in _DELTA_WORDS:
         return True
-    if word in ("INSERT", "ALTER"):
+    if word in ("INSERT", "ALTER", "TRUNCATE", "SHOW"):
         return _registered_target(rest)
     if word == "WITH":
         return _CTE_DML.search(rest) is not None
@@ -71,7 +73,9 @@ def delta_statement(text: str, default_source: Callable[[], str | None] = lambda
             return True
         table = re.match(r"(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE\b", rest, re.IGNORECASE)
         return table is not None and str(default_source() or "").lower() == "delta"
-    return word in ("DESC", "DESCRIBE") and _DESCRIBE_DELTA.match(rest) is not None
+    return word in ("DESC", "DESCRIBE") and (
+        _DESCRIBE_DELTA.match(rest) is not None or _registered_target(rest)
+    )
 
 
 @contextmanager
