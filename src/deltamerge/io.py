@@ -32,6 +32,7 @@ from deltamerge.identity import observed as observed_identity
 from deltamerge.identity import stored_names as identity_stored_names
 from deltamerge.log.actions import Action, AddFile, DomainMetadata, Metadata
 from deltamerge.log.column_mapping import is_mapped, physical_names
+from deltamerge.log.data_types import reader_schema
 from deltamerge.log.paths import table_root
 from deltamerge.log.protocol import check_can_read, check_can_write
 from deltamerge.log.snapshot import DeltaLog, Snapshot
@@ -165,6 +166,26 @@ _WIDER = {
 }
 
 
+_DEFAULT_KEYS = ("CURRENT_DEFAULT", "EXISTS_DEFAULT")
+
+
+def _without_defaults(schema: StructType) -> StructType:
+    """``schema`` without column DEFAULT metadata on its top-level columns."""
+    if not any(k in f.metadata for f in schema.fields for k in _DEFAULT_KEYS):
+        return schema
+    return StructType(
+        [
+            StructField(
+                f.name,
+                f.dataType,
+                f.nullable,
+                {k: v for k, v in f.metadata.items() if k not in _DEFAULT_KEYS},
+            )
+            for f in schema.fields
+        ]
+    )
+
+
 def _shape(schema: StructType) -> list[tuple[str, str]]:
     """A schema's column names and types, without nullability or field metadata."""
     return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
@@ -262,6 +283,10 @@ def write(
         # A new table takes Delta's session defaults; the given properties win.
         conf = table_property_defaults(spark) if not exists else dict(txn.metadata.configuration)  # type: ignore[union-attr]
         conf.update(properties)
+        if str(conf.get("delta.feature.allowColumnDefaults", "")).lower() != "supported":
+            # A DataFrame read of a table with defaults carries them; a write is no CREATE TABLE
+            # asking for them (Delta checks defaults on DDL only).
+            schema = _without_defaults(schema)
         meta_id = str(uuid.uuid4()) if not exists else txn.metadata.id  # type: ignore[union-attr]
         txn.update_metadata(
             Metadata(
@@ -444,7 +469,7 @@ def read_snapshot(
     df = scan(
         spark,
         snap.table_root,
-        snap.metadata.schema,
+        reader_schema(snap.metadata.schema),
         tuple(snap.metadata.partition_columns),
         snap.files if files is None else files,
         row_tracking=hidden,

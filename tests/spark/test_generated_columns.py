@@ -345,3 +345,30 @@ def test_type_widening_of_a_referenced_column_is_refused(spark, tmp_path, kind):
     assert info.value.error_class == expected
     assert "Column a has data type TINYINT and cannot be altered to data type INT" in str(info.value)
     assert t.version() == before
+
+
+def test_a_read_shows_no_writer_metadata_and_its_copy_is_a_plain_table(spark, tmp_path):
+    """As Delta's read schema (DeltaTableUtils.removeInternalWriterMetadata): no generation
+    expression, identity settings or type-widening history. Writing such a read to a new path makes
+    a table without generated or identity columns (they were made before: a copy with the source's
+    generation expressions) and without the column defaults, which only a CREATE TABLE asking for
+    the allowColumnDefaults feature keeps (the copy failed with
+    WRONG_COLUMN_DEFAULTS_FOR_DELTA_FEATURE_NOT_ENABLED)."""
+    source, copy = str(tmp_path / "s"), str(tmp_path / "c")
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE delta.`{source}` (id BIGINT GENERATED ALWAYS AS IDENTITY, v INT, "
+        "g INT GENERATED ALWAYS AS (v * 2), c STRING DEFAULT 'x' COMMENT 'note') USING delta "
+        "TBLPROPERTIES ('delta.feature.allowColumnDefaults' = 'supported')",
+    )
+    deltamerge.sql(spark, f"INSERT INTO delta.`{source}` (v) VALUES (1), (2)")
+    df = deltamerge.read(spark, source)
+    assert [dict(f.metadata) for f in df.schema.fields[:3]] == [{}, {}, {}]
+    assert DeltaTable.forPath(spark, source).toDF().schema == df.schema
+    deltamerge.write(df, copy)
+    snap = snapshot_for(copy)
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (1, 2)
+    fields = json.loads(snap.metadata.schema_string)["fields"]
+    assert [f["metadata"] for f in fields] == [{}, {}, {}, {"comment": "note"}]
+    rows = sorted(tuple(r) for r in deltamerge.read(spark, copy).collect())
+    assert rows == [(1, 1, 2, "x"), (2, 2, 4, "x")]

@@ -11,6 +11,7 @@ be unreadable for other engines, so the commit is refused before anything is wri
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -223,3 +224,43 @@ def without_nested_not_null(schema: Mapping[str, Any], *, allow: bool = False) -
         return loose
 
     return fix(schema, [])  # type: ignore[no-any-return]
+
+
+#: Field metadata a Delta reader does not show (DeltaTableUtils.removeInternalWriterMetadata and
+#: removeInternalDeltaMetadata): generation expressions and identity settings of top-level
+#: columns, type-widening history at any depth. Column mapping keys go in the scan.
+_GENERATED_OR_IDENTITY = frozenset(
+    {
+        "delta.generationExpression",
+        "delta.identity.start",
+        "delta.identity.step",
+        "delta.identity.highWaterMark",
+        "delta.identity.allowExplicitInsert",
+    }
+)
+_TYPE_CHANGES = "delta.typeChanges"
+
+
+def reader_schema(schema: Mapping[str, Any]) -> dict:
+    """``schema`` as a DataFrame read of the table shows it: without the writer-only metadata of
+    generated and identity columns and type widening (a read's schema written to a new table must
+    not make generated or identity columns of it)."""
+    out = copy.deepcopy(dict(schema))
+
+    def clean(t: Any, top: bool) -> None:
+        if isinstance(t, dict) and t.get("type") == "struct":
+            for f in t.get("fields", ()):
+                md = f.get("metadata") or {}
+                drop = _GENERATED_OR_IDENTITY | {_TYPE_CHANGES} if top else {_TYPE_CHANGES}
+                if drop & md.keys():
+                    f["metadata"] = {k: v for k, v in md.items() if k not in drop}
+                clean(f.get("type"), False)
+        elif isinstance(t, dict) and t.get("type") == "array":
+            clean(t.get("elementType"), False)
+        elif isinstance(t, dict) and t.get("type") == "map":
+            clean(t.get("keyType"), False)
+            clean(t.get("valueType"), False)
+
+    clean(out, True)
+    return out
+
