@@ -435,7 +435,7 @@ def _timestamp_ms(ts: str | int | float | dt.datetime, time_zone: str = "UTC") -
             parsed = dt.datetime.fromisoformat(text)
         except ValueError:
             raise InvalidArgumentError(
-                f"The provided timestamp {ts!r} cannot be converted to a valid timestamp; use "
+                f"The provided timestamp ({ts!r}) cannot be converted to a valid timestamp; use "
                 "'yyyy-MM-dd HH:mm:ss[.ffffff][zone]', a datetime or epoch milliseconds.",
                 error_class="DELTA_TIMESTAMP_INVALID",
             )

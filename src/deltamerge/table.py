@@ -23,7 +23,7 @@ from deltamerge.clustering_ddl import logical_names
 from deltamerge.errors import DeltaMergeError, InvalidArgumentError, TableNotFoundError
 from deltamerge.io import read_snapshot, snapshot_for
 from deltamerge.log.paths import table_root
-from deltamerge.log.protocol import type_widening_enabled
+from deltamerge.log.protocol import supported_feature_names, type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.builder import (
     DeltaMergeBuilder,
@@ -242,7 +242,7 @@ class DeltaTable:
         """One row describing the table (DESCRIBE DETAIL)."""
         snap = snapshot_for(self._path)
         meta, proto = snap.metadata, snap.protocol
-        features = sorted(set(proto.reader_features or ()) | set(proto.writer_features or ()))
+        features = supported_feature_names(proto)
         row = (
             "delta",
             meta.id,

@@ -317,6 +317,10 @@ def column_field(
         raise InvalidArgumentError(
             "generatedAlwaysAs and generatedByDefaultAs cannot both be set for one column."
         )
+    for generator in (generatedAlwaysAs, generatedByDefaultAs):
+        if isinstance(generator, IdentityGenerator) and generator.step == 0:
+            # delta-spark's builder checks this in Python, before anything runs.
+            raise ValueError("Column identity generation requires step to be non-zero.")
     if isinstance(generatedAlwaysAs, IdentityGenerator):
         metadata.update(identity_metadata(generatedAlwaysAs, always=True))
     elif generatedAlwaysAs is not None:
