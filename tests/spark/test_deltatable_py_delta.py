@@ -524,11 +524,6 @@ def test_replace_table_behavior(dspark):
         _verify_built_table(dspark, name, dt)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replace() of a missing named table raises DELTA_CANNOT_REPLACE_MISSING_TABLE ('... does not "
-    "exist'); delta-spark's builder gets Spark's TABLE_OR_VIEW_NOT_FOUND ('... cannot be found')",
-)
 def test_replace_table_behavior_missing_table_message(dspark):
     with _temp_table(dspark) as name:
         with pytest.raises(Exception) as err:

@@ -200,6 +200,13 @@ def create_table(
         # A new table in a directory of other files (Delta's assertPathEmpty).
         raise _non_empty_location(shown, root)
     if mode == "replace" and not exists:
+        if name is not None:  # Spark's REPLACE TABLE asks its catalog first
+            raise TableNotFoundError(
+                f"The table or view `{name}` cannot be found. Verify the spelling of the name; to create "
+                "the table, use CREATE OR REPLACE TABLE (createOrReplace).",
+                error_class="TABLE_OR_VIEW_NOT_FOUND",
+                sql_state="42P01",
+            )
         raise replace_missing_error(shown)
     if data is not None:
         schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in data.schema.fields])
