@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
-from deltamerge.errors import AnalysisError, InvariantViolationError
+from deltamerge.errors import AnalysisError, DeltaMergeError, InvariantViolationError
 from deltamerge.generated import check_expression, generated_columns
 from deltamerge.log import char_varchar
 from deltamerge.spark.types import as_nullable, quote_name
@@ -287,7 +287,7 @@ def enforce(df: DataFrame, schema: StructType, configuration: Mapping[str, str])
     except Exception as e:
         from pyspark.errors import PySparkException
 
-        if not isinstance(e, PySparkException):
+        if not isinstance(e, PySparkException) or isinstance(e, DeltaMergeError):
             raise
         # Find the culprit to name it.
         for rule in rules:

@@ -29,6 +29,27 @@ class DeltaMergeError(Exception):
         """Spark 4 name of the error class accessor."""
         return self.error_class
 
+    # PySpark's exception accessors: once Spark is in use, deltamerge's errors are PySpark's
+    # exception types too (deltamerge.spark.pyspark_errors), and these answer for them.
+    def __str__(self) -> str:
+        return f"[{self.error_class}] {self.message}"
+
+    def getMessage(self) -> str:
+        """The whole message, ``[ERROR_CLASS] text``."""
+        return str(self)
+
+    def getSqlState(self) -> str | None:
+        """The SQL state of the error class (None when it has none)."""
+        return self.sql_state
+
+    def getMessageParameters(self) -> dict[str, str]:
+        """No parameters: the message is already rendered."""
+        return {}
+
+    def getQueryContext(self) -> list:
+        """No query context: the error is deltamerge's, not a position in a query Spark ran."""
+        return []
+
 
 # --- table and log ------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from deltamerge.errors import AnalysisError, DeltaMergeError
+from deltamerge.errors import AnalysisError, DeltaMergeError, UnsupportedOperationError
 from deltamerge.generated import generation_expression
 from deltamerge.spark.types import quote_name
 
@@ -116,7 +116,7 @@ def validate(schema: StructType, partition_columns: Sequence[str]) -> None:
     for j, ident in identity_columns(schema):
         f = schema.fields[j]
         if not isinstance(f.dataType, LongType):
-            raise AnalysisError(
+            raise UnsupportedOperationError(
                 f"DataType {f.dataType.simpleString().upper()} is not supported for IDENTITY columns. "
                 "Declare the column BIGINT.",
                 error_class="DELTA_IDENTITY_COLUMNS_UNSUPPORTED_DATA_TYPE",

@@ -642,11 +642,6 @@ def test_delta_table_builder_with_bad_args(dspark, path):
     assert not os.path.exists(path)  # nothing was created
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an INT identity column fails at execute() with deltamerge's AnalysisError; delta-spark raises "
-    "pyspark's UnsupportedOperationException (DeltaUnsupportedOperationException)",
-)
 @pytest.mark.parametrize("kind", ["generatedAlwaysAs", "generatedByDefaultAs"])
 def test_delta_table_builder_identity_type_error_kind(dspark, path, kind):
     builder = DeltaTable.create(dspark).location(path)

@@ -11,7 +11,7 @@ import pytest
 import deltamerge
 from deltamerge import DeltaTable, IdentityGenerator
 from deltamerge.cdf_read import read_changes
-from deltamerge.errors import AnalysisError
+from deltamerge.errors import AnalysisError, DeltaMergeError
 from deltamerge.io import snapshot_for
 
 pytestmark = pytest.mark.spark
@@ -208,7 +208,7 @@ def test_invalid_identity_columns_are_refused(spark, tmp_path, column_type, step
     b = b.addColumn("v", "INT")
     if partitioned:
         b = b.partitionedBy("id")
-    with pytest.raises(AnalysisError) as info:
+    with pytest.raises(DeltaMergeError) as info:
         b.execute()
     assert info.value.error_class == error_class
     assert not DeltaTable.isDeltaTable(spark, path)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from pyspark.errors import AnalysisException as SparkAnalysisException
 
-from deltamerge.errors import AnalysisError
+from deltamerge.errors import AnalysisError, DeltaMergeError
 
 _INTERNAL = re.compile(r"`?\b__([ts])(\d+)\b`?")
 # Spark appends the SQL state, a position and the analysed plan (over internal names) to the message.
@@ -28,21 +28,6 @@ class UserExpressionError(AnalysisError, SparkAnalysisException):
     catches Spark's analysis errors catches this one too.
     """
 
-    def __str__(self) -> str:
-        return f"[{self.error_class}] {self.message}"
-
-    def getMessage(self) -> str:
-        """The whole message, ``[ERROR_CLASS] text``."""
-        return str(self)
-
-    def getSqlState(self) -> str | None:
-        """Spark's SQL state of the error class."""
-        return self.sql_state
-
-    def getMessageParameters(self) -> dict[str, str]:
-        """No parameters: the message is already rendered."""
-        return {}
-
 
 def in_user_names(error: BaseException, name_of: Callable[[str, int], str]) -> UserExpressionError | None:
     """``error`` as a :class:`UserExpressionError` whose message names columns as the user does, or
@@ -50,7 +35,7 @@ def in_user_names(error: BaseException, name_of: Callable[[str, int], str]) -> U
 
     ``name_of(side, i)`` gives the user's name of internal column ``__<side><i>`` (side ``t``/``s``).
     """
-    if not isinstance(error, SparkAnalysisException) or isinstance(error, UserExpressionError):
+    if not isinstance(error, SparkAnalysisException) or isinstance(error, DeltaMergeError):
         return None
     try:
         condition = error.getCondition()
