@@ -23,7 +23,10 @@ _MERGED_VIEWS: dict[str, str] = {}  # temp views a MERGE targeted -> absolute ta
 def register_table(spark: SparkSession, name: str, path: str) -> None:
     """Give the Delta table at ``path`` a name usable in deltamerge and in ``spark.sql``."""
     with _LOCK:
-        _NAMES[name.lower()] = table_root(path)
+        root = table_root(path)
+        if _NAMES.get(name.lower()) != root:  # a name moved to another table: its view is stale
+            _VIEW_VERSIONS.pop(name.lower(), None)
+        _NAMES[name.lower()] = root
     refresh_view(spark, name)
 
 

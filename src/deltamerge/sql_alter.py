@@ -160,3 +160,67 @@ def _alter_column(spark: SparkSession, path: str, column: list[str], action: str
             f"Cannot parse ALTER COLUMN ... {action!r}: expected TYPE, COMMENT, SET NOT NULL, DROP NOT NULL, "
             "SET DEFAULT, DROP DEFAULT, FIRST or AFTER."
         )
+
+
+# --- ALTER TABLE name RENAME TO / SET LOCATION (the name's catalog entry) ---------------------------
+
+_RENAME = re.compile(r"RENAME\s+TO\s+(?P<new>\S+)", re.IGNORECASE | re.DOTALL)
+_SET_LOCATION = re.compile(
+    r"SET\s+LOCATION\s+(?P<location>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", re.IGNORECASE | re.DOTALL
+)
+
+
+def run_alter_name(spark: SparkSession, path: str, name: str | None, rest: str) -> bool:
+    """``RENAME TO new`` and ``SET LOCATION 'path'`` of a registered name (Spark's catalog entry, as
+    Delta's AlterTableSetLocationDeltaCommand checks it); False for any other clause."""
+    from deltamerge import catalog
+    from deltamerge.builders.creation import _register_name
+    from deltamerge.errors import AnalysisError, TableAlreadyExistsError, TableNotFoundError
+    from deltamerge.log import column_mapping
+    from deltamerge.log.snapshot import DeltaLog
+
+    rename, relocate = _RENAME.fullmatch(rest), _SET_LOCATION.fullmatch(rest)
+    if rename is None and relocate is None:
+        return False
+    if name is None:
+        raise AnalysisError(
+            "Cannot change the name or the location of a path based table.",
+            error_class="DELTA_CANNOT_SET_LOCATION_ON_PATH_IDENTIFIER",
+            sql_state="42613",
+        )
+    if rename is not None:
+        new = _register_name(".".join(_path(rename.group("new"))))
+        if catalog.path_for_name(new) is not None:
+            raise TableAlreadyExistsError(
+                f"Cannot rename `{name}` to `{new}`: a table or view of that name already exists.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS",
+                sql_state="42P07",
+            )
+        catalog.unregister_table(spark, name)
+        catalog.register_table(spark, new, path)
+        return True
+    assert relocate is not None
+    location = _unquote(relocate.group("location"))
+    old, new_log = DeltaLog.for_table(path), DeltaLog.for_table(location)
+    if not new_log.exists():
+        raise TableNotFoundError(
+            f"`{location}` is not a Delta table: SET LOCATION needs the path of an existing Delta table.",
+            error_class="DELTA_MISSING_DELTA_TABLE",
+            sql_state="42P01",
+        )
+    before, after = old.update().metadata, new_log.update().metadata
+    bypass = str(spark.conf.get("spark.databricks.delta.alterLocation.bypassSchemaCheck", "false"))
+    same = column_mapping.without_mapping_metadata(before.schema) == column_mapping.without_mapping_metadata(
+        after.schema
+    ) and [p.lower() for p in before.partition_columns] == [p.lower() for p in after.partition_columns]
+    if bypass.strip().lower() != "true" and not same:
+        raise AnalysisError(
+            "The schema of the new Delta location is different than the current table schema.\n"
+            f"original schema:\n{before.schema_string}\ndestination schema:\n{after.schema_string}\n\n"
+            "If this is an intended change, you may turn this check off by running:\n"
+            "%sql set spark.databricks.delta.alterLocation.bypassSchemaCheck = true",
+            error_class="DELTA_SET_LOCATION_SCHEMA_MISMATCH",
+            sql_state="42KD7",
+        )
+    catalog.register_table(spark, name, location)
+    return True

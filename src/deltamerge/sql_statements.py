@@ -122,14 +122,14 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
         return empty_frame(spark)
     set_m, unset_m = _SET_PROPS.fullmatch(rest), _UNSET_PROPS.fullmatch(rest)
     if set_m is None and unset_m is None:
-        from deltamerge.sql_alter import run_alter_columns
+        from deltamerge.sql_alter import run_alter_columns, run_alter_name
 
-        if run_alter_columns(spark, path, rest):
+        if run_alter_name(spark, path, _name, rest) or run_alter_columns(spark, path, rest):
             return empty_frame(spark)
         raise UnsupportedOperationError(
             f"ALTER TABLE ... {rest.split()[0].upper()} is not implemented by deltamerge; only "
             "SET / UNSET TBLPROPERTIES, ADD / DROP CONSTRAINT, DROP FEATURE, CLUSTER BY, ADD COLUMNS, RENAME "
-            "COLUMN, DROP COLUMN(S) and ALTER COLUMN are."
+            "COLUMN, DROP COLUMN(S), ALTER COLUMN, RENAME TO and SET LOCATION are."
         )
     if set_m is not None:
         set_properties(spark, path, parse_properties(set_m.group("props"), keys_only=False))

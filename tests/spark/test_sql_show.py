@@ -188,3 +188,37 @@ def test_spark_sql_sends_them_to_deltamerge_for_registered_names(spark, tmp_path
     finally:
         deltamerge.unconfigure()
         deltamerge.unregister_table(spark, "shown")
+
+
+def test_alter_table_rename_to_and_set_location(spark, spark_conf, tmp_path: Path) -> None:
+    first, second, other = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "c")
+    deltamerge.write(spark.range(2), first)
+    deltamerge.write(spark.range(3), second)
+    deltamerge.write(spark.range(1).selectExpr("CAST(id AS INT) AS id"), other)
+    deltamerge.register_table(spark, "named_a", first)
+    deltamerge.register_table(spark, "taken", second)
+    try:
+        with pytest.raises(DeltaMergeError) as info:
+            _sql(spark, "ALTER TABLE named_a RENAME TO taken")
+        assert info.value.error_class == "TABLE_OR_VIEW_ALREADY_EXISTS"
+        _sql(spark, "ALTER TABLE named_a RENAME TO named_b")
+        assert _sql(spark, "SELECT count(*) FROM named_b").first()[0] == 2
+        with pytest.raises(Exception, match="named_a"):
+            _sql(spark, "SELECT * FROM named_a").collect()
+        _sql(spark, f"ALTER TABLE named_b SET LOCATION '{second}'")
+        assert _sql(spark, "SELECT count(*) FROM named_b").first()[0] == 3
+        with pytest.raises(DeltaMergeError) as info:
+            _sql(spark, f"ALTER TABLE named_b SET LOCATION '{other}'")  # id INT, not BIGINT
+        assert info.value.error_class == "DELTA_SET_LOCATION_SCHEMA_MISMATCH"
+        spark_conf({"spark.databricks.delta.alterLocation.bypassSchemaCheck": "true"})
+        _sql(spark, f"ALTER TABLE named_b SET LOCATION '{other}'")
+        assert _sql(spark, "SELECT count(*) FROM named_b").first()[0] == 1
+        with pytest.raises(DeltaMergeError) as info:
+            _sql(spark, f"ALTER TABLE named_b SET LOCATION '{tmp_path / 'nothing'}'")
+        assert info.value.error_class == "DELTA_MISSING_DELTA_TABLE"
+        with pytest.raises(DeltaMergeError) as info:
+            _sql(spark, f"ALTER TABLE delta.`{first}` SET LOCATION '{second}'")
+        assert info.value.error_class == "DELTA_CANNOT_SET_LOCATION_ON_PATH_IDENTIFIER"
+    finally:
+        for name in ("named_a", "named_b", "taken"):
+            deltamerge.unregister_table(spark, name)
