@@ -1,6 +1,6 @@
-"""``SHOW TBLPROPERTIES``, ``SHOW PARTITIONS``, ``DESCRIBE [EXTENDED]`` and ``TRUNCATE TABLE`` on
-Delta tables, as Delta answers them (Spark alone sees deltamerge's tables as views, which it
-refuses or describes as views). ``HANDLERS`` pairs each pattern with its handler."""
+"""``SHOW TBLPROPERTIES``, ``SHOW PARTITIONS``, ``SHOW CREATE TABLE``, ``DESCRIBE [EXTENDED]`` and
+``TRUNCATE TABLE`` on Delta tables, as Delta answers them (Spark alone sees deltamerge's tables as
+views, which it refuses or describes as views). ``HANDLERS`` pairs each pattern with its handler."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructField, StructType
 
 from deltamerge.errors import AnalysisError
 from deltamerge.identifiers import lookup_table
+from deltamerge.log import char_varchar, column_mapping
 from deltamerge.log.clustering import clustering_columns, logical_path
 from deltamerge.log.paths import table_root
 from deltamerge.log.snapshot import DeltaLog
@@ -34,6 +36,7 @@ _SHOW_PARTITIONS = re.compile(rf"SHOW\s+PARTITIONS\s+{TABLE_REF}(?:\s+PARTITION\
 _DESCRIBE = re.compile(
     rf"(?:DESC|DESCRIBE)\s+(?:TABLE\s+)?(?P<ext>(?:EXTENDED|FORMATTED)\s+)?{TABLE_REF}", FLAGS
 )
+_SHOW_CREATE = re.compile(rf"SHOW\s+CREATE\s+TABLE\s+{TABLE_REF}(?:\s+AS\s+SERDE)?", FLAGS)
 _TRUNCATE = re.compile(rf"TRUNCATE\s+TABLE\s+{TABLE_REF}(?P<partition>\s+PARTITION\s*\(.*\))?", FLAGS)
 
 
@@ -139,6 +142,75 @@ def _describe(spark: SparkSession, m: re.Match[str], path: str, name: str | None
     return spark.createDataFrame(rows, "col_name string, data_type string, comment string")
 
 
+def _quote_if_needed(name: str) -> str:
+    # Spark's quoteIfNeeded: word characters, not all digits, stay bare.
+    return name if re.fullmatch(r"\w+", name) and not name.isdigit() else quote_name(name)
+
+
+def _escaped(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _ddl_type(t: DataType) -> str:
+    """Spark's ``DataType.sql``: ``BIGINT``, ``DECIMAL(10,2)``, ``ARRAY<STRUCT<a: INT>>``."""
+    if isinstance(t, StructType):
+        return "STRUCT<" + ", ".join(_field_ddl(f, ": ") for f in t.fields) + ">"
+    if isinstance(t, ArrayType):
+        return f"ARRAY<{_ddl_type(t.elementType)}>"
+    if isinstance(t, MapType):
+        return f"MAP<{_ddl_type(t.keyType)}, {_ddl_type(t.valueType)}>"
+    if isinstance(t, DecimalType):
+        return f"DECIMAL({t.precision},{t.scale})"
+    text = t.simpleString()
+    return text.upper() if " collate " not in text else "STRING COLLATE " + text.split(" collate ", 1)[1]
+
+
+def _field_ddl(f: StructField, separator: str = " ") -> str:
+    """Spark's ``StructField.toDDL`` (``sql`` inside a STRUCT): name, type (CHAR/VARCHAR as declared),
+    NOT NULL, DEFAULT, COMMENT."""
+    declared = f.metadata.get(char_varchar.TYPE_STRING)
+    text = f"{_quote_if_needed(f.name)}{separator}{declared.upper() if declared else _ddl_type(f.dataType)}"
+    if not f.nullable:
+        text += " NOT NULL"
+    if "CURRENT_DEFAULT" in f.metadata:
+        text += f" DEFAULT {f.metadata['CURRENT_DEFAULT']}"
+    if f.metadata.get("comment") is not None:
+        text += f" COMMENT {_escaped(str(f.metadata['comment']))}"
+    return text
+
+
+def _show_create(spark: SparkSession, m: re.Match[str], path: str, name: str | None) -> DataFrame:
+    """Spark's SHOW CREATE TABLE of a Delta table (ShowCreateTableExec over DeltaTableV2)."""
+    from deltamerge.spark.types import to_spark_schema
+
+    snap = DeltaLog.for_table(path).update()
+    meta, proto = snap.metadata, snap.protocol
+    schema = to_spark_schema(column_mapping.without_mapping_metadata(meta.schema))
+
+    def lines(items: list[str]) -> str:
+        return "(\n  " + ",\n  ".join(items) + ")\n"
+
+    text = f"CREATE TABLE {_display(path, name)} " + lines([_field_ddl(f) for f in schema.fields])
+    text += "USING delta\n"
+    if meta.partition_columns:
+        text += "PARTITIONED BY (" + ", ".join(_quote_if_needed(p) for p in meta.partition_columns) + ")\n"
+    clustered = clustering_columns(proto, snap.domains)
+    if clustered:
+        names = [
+            ".".join(_quote_if_needed(p) for p in lp)
+            for c in clustered
+            if (lp := logical_path(meta.schema, c))
+        ]
+        text += "CLUSTER BY (" + ", ".join(names) + ")\n"
+    if meta.description:
+        text += f"COMMENT {_escaped(meta.description)}\n"
+    text += f"LOCATION {_escaped('file:' + path)}\n"
+    props = {k: v for k, v in table_properties(path).items() if k != "clusteringColumns"}
+    if props:
+        text += "TBLPROPERTIES " + lines([f"{_escaped(k)} = {_escaped(v)}" for k, v in sorted(props.items())])
+    return spark.createDataFrame([(text,)], "createtab_stmt string")
+
+
 def _truncate(spark: SparkSession, m: re.Match[str], path: str, _name: str | None) -> DataFrame:
     from deltamerge.catalog import refresh_views
     from deltamerge.spark.session import conf_getter
@@ -187,4 +259,5 @@ HANDLERS: list[tuple[re.Pattern[str], _Handler]] = [
     (_SHOW_PARTITIONS, _on_delta(_show_partitions)),
     (_TRUNCATE, _on_delta(_truncate)),
     (_DESCRIBE, _on_delta(_describe)),
+    (_SHOW_CREATE, _on_delta(_show_create)),
 ]

@@ -222,3 +222,34 @@ def test_alter_table_rename_to_and_set_location(spark, spark_conf, tmp_path: Pat
     finally:
         for name in ("named_a", "named_b", "taken"):
             deltamerge.unregister_table(spark, name)
+
+
+def test_show_create_table_round_trips(spark, tmp_path: Path) -> None:
+    path, copy = str(tmp_path / "t"), str(tmp_path / "copy")
+    _sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id INT NOT NULL COMMENT 'the key', code VARCHAR(3), "
+        "s STRUCT<a: INT, b: ARRAY<DECIMAL(10,2)>>, m MAP<STRING, BIGINT>, d DATE) USING delta "
+        "PARTITIONED BY (d) COMMENT 'it''s mine' TBLPROPERTIES ('x' = 'y')",
+    )
+    text = _sql(spark, f"SHOW CREATE TABLE delta.`{path}`").first()[0]
+    assert text == (
+        f"CREATE TABLE delta.`{path}` (\n"
+        "  id INT NOT NULL COMMENT 'the key',\n"
+        "  code VARCHAR(3),\n"
+        "  s STRUCT<a: INT, b: ARRAY<DECIMAL(10,2)>>,\n"
+        "  m MAP<STRING, BIGINT>,\n"
+        "  d DATE)\n"
+        "USING delta\n"
+        "PARTITIONED BY (d)\n"
+        "COMMENT 'it\\'s mine'\n"
+        f"LOCATION 'file:{path}'\n"
+        "TBLPROPERTIES (\n"
+        "  'delta.minReaderVersion' = '1',\n"
+        "  'delta.minWriterVersion' = '2',\n"
+        "  'x' = 'y')\n"
+    )
+    # The statement makes the same table elsewhere.
+    _sql(spark, text.replace(path, copy))
+    again = _sql(spark, f"SHOW CREATE TABLE delta.`{copy}`").first()[0]
+    assert again == text.replace(path, copy)

@@ -3,7 +3,7 @@
 delta-spark users run ``spark.sql("MERGE INTO ...")``; without Delta's JVM extension Spark cannot.
 The wrapper sends the statements deltamerge implements (MERGE, UPDATE, DELETE, INSERT and ALTER
 TABLE on registered names, CREATE ... USING delta, DESCRIBE HISTORY, VACUUM, RESTORE, OPTIMIZE, ...;
-DESCRIBE, SHOW TBLPROPERTIES / PARTITIONS and TRUNCATE TABLE of registered names;
+DESCRIBE, SHOW TBLPROPERTIES / PARTITIONS / CREATE TABLE and TRUNCATE TABLE of registered names;
 any text naming ``delta.`/path``` or ``table_changes``) to ``deltamerge.sql``, which hands what is
 not a Delta statement back to Spark; everything else goes straight to PySpark's own method.
 """
@@ -31,7 +31,7 @@ _CTE_DML = re.compile(r"\b(?:MERGE\s+INTO|INSERT\s+(?:INTO|OVERWRITE)|UPDATE|DEL
 _DELTA_NAMES = re.compile(r"\bdelta\s*\.\s*`|\btable_changes(?:_by_path)?\s*\(", re.IGNORECASE)
 # The table an INSERT or ALTER TABLE writes: deltamerge's when it is a registered name.
 _TARGET = re.compile(
-    r"(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|ALTER\s+TABLE|TRUNCATE\s+TABLE|SHOW\s+(?:TBLPROPERTIES|PARTITIONS)"
+    r"(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|ALTER\s+TABLE|TRUNCATE\s+TABLE|SHOW\s+(?:TBLPROPERTIES|PARTITIONS|CREATE\s+TABLE)"
     r"|DESC(?:RIBE)?(?:\s+TABLE)?(?:\s+(?:EXTENDED|FORMATTED))?)\s+(?P<name>(?:`(?:[^`]|``)+`|[\w.])+)",
     re.IGNORECASE,
 )
