@@ -164,7 +164,7 @@ def _alter_column(spark: SparkSession, path: str, column: list[str], action: str
 
 # --- ALTER TABLE name RENAME TO / SET LOCATION (the name's catalog entry) ---------------------------
 
-_RENAME = re.compile(r"RENAME\s+TO\s+(?P<new>\S+)", re.IGNORECASE | re.DOTALL)
+_RENAME_TABLE = re.compile(r"RENAME\s+TO\s+(?P<new>\S+)", re.IGNORECASE | re.DOTALL)
 _SET_LOCATION = re.compile(
     r"SET\s+LOCATION\s+(?P<location>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", re.IGNORECASE | re.DOTALL
 )
@@ -179,7 +179,7 @@ def run_alter_name(spark: SparkSession, path: str, name: str | None, rest: str) 
     from deltamerge.log import column_mapping
     from deltamerge.log.snapshot import DeltaLog
 
-    rename, relocate = _RENAME.fullmatch(rest), _SET_LOCATION.fullmatch(rest)
+    rename, relocate = _RENAME_TABLE.fullmatch(rest), _SET_LOCATION.fullmatch(rest)
     if rename is None and relocate is None:
         return False
     if name is None:
