@@ -298,7 +298,9 @@ def optimize(
                 return df.repartition(1)
             from deltamerge.builders.zorder import cluster
 
-            return cluster(df, zorder, max(1, sum(f.size for f in bin_files) // max_size), get)
+            counts = [f.num_logical_records for f in bin_files]
+            rows = None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+            return cluster(df, zorder, max(1, sum(f.size for f in bin_files) // max_size), get, rows)
 
         written = _rewritten(spark, table_root, snapshot, bin_files, snapshot.metadata, shape)
         added.extend(liquid.marked(written, cluster_names) if liquid_run else written)

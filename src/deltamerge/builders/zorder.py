@@ -121,18 +121,34 @@ def _ranked(column: Column, kind: str) -> Column:
     return column
 
 
+def _search_step(bounds: Column, value: Column) -> Callable[[Column, Column], Column]:
+    """One step of the binary search: move up by ``step`` when the boundary there is below ``value``."""
+
+    def step(acc: Column, size: Column) -> Column:
+        nxt = acc + size
+        return F.when(F.element_at(bounds, nxt.cast("int")) < value, nxt).otherwise(acc)
+
+    return step
+
+
 def cluster(
     df: DataFrame,
     columns: Sequence[tuple[list[str], str]],
     num_files: int,
     get: Callable[[str], str | None],
+    rows: int | None = None,
 ) -> DataFrame:
-    """``df`` range-partitioned into ``num_files`` partitions by the Z-order value of ``columns``."""
+    """``df`` range-partitioned into ``num_files`` partitions by the Z-order value of ``columns``.
+    ``rows`` (the bin's row count, when the statistics give it) bounds the number of ranges: a
+    range per row at most, as a range partitioner's bounds over all of few rows would be (asking
+    percentile_approx for 999 quantiles costs about a second even for 100 rows)."""
     num_ranges = SessionConf.MDC_RANGE_ID_MAX.get(get)
     if num_ranges < 2:
         raise InvalidArgumentError(
             f"'{SessionConf.MDC_RANGE_ID_MAX.key}' must be greater than 1", error_class="DELTA_INVALID_CONF"
         )
+    if rows is not None:
+        num_ranges = max(2, min(num_ranges, rows))
     add_noise = SessionConf.MDC_ADD_NOISE.get(get)
     sort_within = SessionConf.MDC_SORT_WITHIN_FILES.get(get)
     original = df.columns
@@ -149,28 +165,26 @@ def cluster(
     bounds_row = df.agg(*[F.percentile_approx(r, quantiles, 10000).alias(r) for r in ranked]).first()
     steps = max(1, math.ceil(math.log2(num_ranges)))
     ids: list[str] = []
+    range_ids: list[Column] = []
     for i, r in enumerate(ranked):
         bounds = sorted({v for v in (bounds_row[r] if bounds_row else None) or [] if v is not None})
         ids.append(f"__dm_r{i}")
         if not bounds:
-            df = df.withColumn(ids[-1], F.lit(0).cast("bigint"))
+            range_ids.append(F.lit(0).cast("bigint"))
             continue
         # Binary search for the number of boundaries below the value (Spark's range partitioner
         # sends a value to the first range whose upper bound is >= it); the array is padded with
-        # NULLs to 2^m - 1 entries, and a NULL boundary (or value) compares as not below.
+        # NULLs to 2^m - 1 entries, and a NULL boundary (or value) compares as not below. One
+        # expression (a fold over the steps m-1 .. 0), not a column per step: each withColumn is
+        # an analysis of the whole plan.
         m = max(1, math.ceil(math.log2(len(bounds) + 1)))
         array = F.array(
             *[F.lit(b) for b in bounds],
             *[F.lit(None).cast(df.schema[r].dataType) for _ in range((1 << m) - 1 - len(bounds))],
         )
-        df = df.withColumn("__dm_bounds", array).withColumn(ids[-1], F.lit(0).cast("bigint"))
-        for s in reversed(range(m)):
-            step = 1 << s
-            probe = F.element_at(F.col("__dm_bounds"), (F.col(ids[-1]) + step).cast("int"))
-            df = df.withColumn(
-                ids[-1], F.when(probe < F.col(r), F.col(ids[-1]) + step).otherwise(F.col(ids[-1]))
-            )
-        df = df.drop("__dm_bounds")
+        steps_down = F.array(*[F.lit(1 << k).cast("bigint") for k in reversed(range(m))])
+        range_ids.append(F.aggregate(steps_down, F.lit(0).cast("bigint"), _search_step(array, F.col(r))))
+    df = df.select("*", *[c.alias(n) for c, n in zip(range_ids, ids, strict=True)])
     # Interleave the ids' bits, the first column's bit highest at each level, into one long.
     bits = min(steps, 62 // len(ids))
     z: Column = F.lit(0).cast("bigint")
