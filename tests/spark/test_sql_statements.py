@@ -104,7 +104,7 @@ def test_alter_table_properties_enable_deletion_vectors(spark, people):
     with pytest.raises(DeltaMergeError, match="DELTA_INVALID_CONFIGURATION_VALUE"):
         _sql(spark, "ALTER TABLE people SET TBLPROPERTIES ('delta.appendOnly' = 'maybe')")
     with pytest.raises(DeltaMergeError, match="not implemented"):
-        _sql(spark, "ALTER TABLE people RENAME TO others")
+        _sql(spark, "ALTER TABLE people SET SERDEPROPERTIES ('k' = 'v')")
 
 
 def test_restore_optimize_vacuum(spark, people):
