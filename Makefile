@@ -25,9 +25,10 @@ test-full: $(STAMP)
 		DELTAMERGE_TEST_CODEGEN=1 \
 		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
-# Every item of the Delta suite ports (make test runs every 80th; see tests/conftest.py).
+# Every item of the Delta suite ports (make test runs every 80th of the MERGE suites' and every third
+# of delta-spark's Python suites'; see tests/conftest.py).
 test-delta-ports: $(STAMP)
-	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py
+	DELTAMERGE_DELTA_PORTS=all $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/spark/test_merge_*_delta.py tests/spark/test_*_py_delta.py
 
 # The whole suite against the oldest releases pyproject.toml admits (constraints-oldest.txt: Spark
 # 4.0, pyarrow 18, SQLGlot 30.24...), in a venv of its own.

@@ -136,6 +136,9 @@ for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
 # included) and `make test-delta-ports` (DELTAMERGE_DELTA_PORTS=all) runs them all.
 
 DELTA_PORTS_STRIDE = 80
+# tests/spark/test_*_py_delta.py port delta-spark's Python suites (API-level, ~60 items of a
+# second or two): `make test` runs every third.
+PY_PORTS_STRIDE = 3
 
 
 def _delta_port_stride() -> int:
@@ -195,6 +198,8 @@ def _share(item: pytest.Item, port_stride: int, sampled_stride: int) -> tuple[st
     name = os.path.basename(str(item.path))
     if name.startswith("test_merge_") and name.endswith("_delta.py"):
         return name, port_stride
+    if name.endswith("_py_delta.py"):
+        return name, 1 if port_stride == 1 else PY_PORTS_STRIDE
     if item.get_closest_marker("sampled") is not None:
         return f"{item.path}::{getattr(item, 'originalname', item.name)}", sampled_stride
     return None
