@@ -94,6 +94,17 @@ def spark_conf(spark):
             spark.conf.set(key, value)
 
 
+@pytest.fixture(scope="module")
+def dspark(spark):
+    """``spark`` with ``deltamerge.configure`` applied (``format("delta")``, Delta SQL through
+    ``spark.sql``) for one test module."""
+    import deltamerge
+
+    deltamerge.configure(spark)
+    yield spark
+    deltamerge.unconfigure()
+
+
 @pytest.fixture
 def table_path(tmp_path):
     return str(tmp_path / "table")

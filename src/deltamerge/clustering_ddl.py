@@ -9,7 +9,6 @@ skipping can use (clustering is only worth its cost where files can be skipped).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -18,6 +17,7 @@ from deltamerge.errors import AnalysisError, UnsupportedOperationError
 from deltamerge.log import clustering
 from deltamerge.log.actions import DomainMetadata
 from deltamerge.log.protocol import CLUSTERING, FEATURE_PROPERTY_PREFIX
+from deltamerge.spark.types import quote_if_needed
 from deltamerge.stats.schema import physical_name, skipping_eligible, stats_columns, uses_column_mapping
 from deltamerge.txn.transaction import OptimisticTransaction
 
@@ -38,15 +38,9 @@ LIMIT_KEY = "spark.databricks.delta.clusteredTable.numClusteringColumnsLimit"
 FEATURE_PROPERTY = {FEATURE_PROPERTY_PREFIX + CLUSTERING: "supported"}
 
 
-def _quoted(part: str) -> str:
-    # Spark's quoteIfNeeded: word characters only and not all digits stay bare.
-    plain = re.fullmatch(r"[a-zA-Z0-9_]+", part) is not None and not part.isdigit()
-    return part if plain else "`" + part.replace("`", "``") + "`"
-
-
 def shown(parts: Sequence[str]) -> str:
     """A column path as Delta prints it (``FieldReference``: odd parts in backticks)."""
-    return ".".join(_quoted(p) for p in parts)
+    return ".".join(quote_if_needed(p) for p in parts)
 
 
 def _variant(type_json: Any) -> bool:

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from deltamerge import clustering_ddl
+from deltamerge.column_defaults import CURRENT_DEFAULT, EXISTS_DEFAULT
 from deltamerge.constraints import enforced_write
 from deltamerge.errors import (
     InvalidArgumentError,
@@ -166,7 +167,7 @@ _WIDER = {
 }
 
 
-_DEFAULT_KEYS = ("CURRENT_DEFAULT", "EXISTS_DEFAULT")
+_DEFAULT_KEYS = (CURRENT_DEFAULT, EXISTS_DEFAULT)
 
 
 def _without_defaults(schema: StructType) -> StructType:

@@ -11,15 +11,18 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructField, StructType
+from pyspark.sql.types import StructField
 
+from deltamerge.clustering_ddl import logical_names, shown
+from deltamerge.column_defaults import default_text
 from deltamerge.errors import AnalysisError
 from deltamerge.identifiers import lookup_table
 from deltamerge.log import char_varchar, column_mapping
 from deltamerge.log.clustering import clustering_columns, logical_path
 from deltamerge.log.paths import table_root
-from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark.types import quote_name
+from deltamerge.log.snapshot import DeltaLog, Snapshot
+from deltamerge.merge.evolution import sql_type
+from deltamerge.spark.types import quote_if_needed, quote_name
 from deltamerge.sql_common import (
     FLAGS,
     TABLE_REF,
@@ -44,11 +47,10 @@ def _display(path: str, name: str | None) -> str:
     return name if name is not None else f"delta.{quote_name(path)}"
 
 
-def table_properties(path: str) -> dict[str, str]:
+def table_properties(snap: Snapshot) -> dict[str, str]:
     """The properties Delta's table reports (``DeltaTableV2.properties`` without Spark's reserved
     ones): the configuration, the protocol versions, ``delta.feature.<name>`` for each table
     feature and, for a clustered table, ``clusteringColumns``."""
-    snap = DeltaLog.for_table(path).update()
     meta, proto = snap.metadata, snap.protocol
     props = {k: v for k, v in meta.configuration.items() if k != "path"}
     props["delta.minReaderVersion"] = str(proto.min_reader_version)
@@ -65,7 +67,7 @@ def table_properties(path: str) -> dict[str, str]:
 
 
 def _show_properties(spark: SparkSession, m: re.Match[str], path: str, name: str | None) -> DataFrame:
-    props = table_properties(path)
+    props = table_properties(DeltaLog.for_table(path).update())
     schema = "key string, value string"
     if m.group("key") is not None:
         (key,) = parse_properties(m.group("key"), keys_only=True)
@@ -75,7 +77,7 @@ def _show_properties(spark: SparkSession, m: re.Match[str], path: str, name: str
 
 
 def _show_partitions(spark: SparkSession, m: re.Match[str], path: str, name: str | None) -> DataFrame:
-    from deltamerge.io import read
+    from deltamerge.io import read_snapshot
 
     snap = DeltaLog.for_table(path).update()
     parts = list(snap.metadata.partition_columns)
@@ -95,7 +97,7 @@ def _show_partitions(spark: SparkSession, m: re.Match[str], path: str, name: str
             sql_state="42P10",
         )
     # Through a read of the table, as Delta: only partitions that hold rows are shown.
-    df = read(spark, path, version=snap.version)
+    df = read_snapshot(spark, snap)
     for key, value in spec.items():
         df = df.where(F.col(quote_name(by_lower[key.lower()])).eqNullSafe(F.lit(value)))
     columns = [F.col(quote_name(p)) for p in parts]
@@ -129,51 +131,32 @@ def _describe(spark: SparkSession, m: re.Match[str], path: str, name: str | None
                 field = schema[logical[0]]
                 for part in logical[1:]:
                     field = field.dataType[part]  # type: ignore[index]
-                rows.append((".".join(logical), field.dataType.simpleString(), field.metadata.get("comment")))
+                rows.append((shown(logical), field.dataType.simpleString(), field.metadata.get("comment")))
     if m.group("ext"):
-        props = table_properties(path)
+        props = table_properties(snap)
         rows += [("", "", ""), ("# Detailed Table Information", "", ""), ("Name", _display(path, name), "")]
         rows.append(("Type", "EXTERNAL" if name is not None else "MANAGED", ""))
         if meta.description:
             rows.append(("Comment", meta.description, ""))
         rows += [("Location", "file:" + path, ""), ("Provider", "delta", "")]
-        shown = ",".join(f"{k}={v}" for k, v in sorted(props.items()))
-        rows.append(("Table Properties", f"[{shown}]", ""))
+        listed = ",".join(f"{k}={v}" for k, v in sorted(props.items()))
+        rows.append(("Table Properties", f"[{listed}]", ""))
     return spark.createDataFrame(rows, "col_name string, data_type string, comment string")
-
-
-def _quote_if_needed(name: str) -> str:
-    # Spark's quoteIfNeeded: word characters, not all digits, stay bare.
-    return name if re.fullmatch(r"\w+", name) and not name.isdigit() else quote_name(name)
 
 
 def _escaped(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _ddl_type(t: DataType) -> str:
-    """Spark's ``DataType.sql``: ``BIGINT``, ``DECIMAL(10,2)``, ``ARRAY<STRUCT<a: INT>>``."""
-    if isinstance(t, StructType):
-        return "STRUCT<" + ", ".join(_field_ddl(f, ": ") for f in t.fields) + ">"
-    if isinstance(t, ArrayType):
-        return f"ARRAY<{_ddl_type(t.elementType)}>"
-    if isinstance(t, MapType):
-        return f"MAP<{_ddl_type(t.keyType)}, {_ddl_type(t.valueType)}>"
-    if isinstance(t, DecimalType):
-        return f"DECIMAL({t.precision},{t.scale})"
-    text = t.simpleString()
-    return text.upper() if " collate " not in text else "STRING COLLATE " + text.split(" collate ", 1)[1]
-
-
-def _field_ddl(f: StructField, separator: str = " ") -> str:
-    """Spark's ``StructField.toDDL`` (``sql`` inside a STRUCT): name, type (CHAR/VARCHAR as declared),
-    NOT NULL, DEFAULT, COMMENT."""
+def _field_ddl(f: StructField) -> str:
+    """Spark's ``StructField.toDDL``: name, type (CHAR/VARCHAR as declared), NOT NULL, DEFAULT,
+    COMMENT."""
     declared = f.metadata.get(char_varchar.TYPE_STRING)
-    text = f"{_quote_if_needed(f.name)}{separator}{declared.upper() if declared else _ddl_type(f.dataType)}"
+    text = f"{quote_if_needed(f.name)} {declared.upper() if declared else sql_type(f.dataType)}"
     if not f.nullable:
         text += " NOT NULL"
-    if "CURRENT_DEFAULT" in f.metadata:
-        text += f" DEFAULT {f.metadata['CURRENT_DEFAULT']}"
+    if (default := default_text(f)) is not None:
+        text += f" DEFAULT {default}"
     if f.metadata.get("comment") is not None:
         text += f" COMMENT {_escaped(str(f.metadata['comment']))}"
     return text
@@ -193,19 +176,14 @@ def _show_create(spark: SparkSession, m: re.Match[str], path: str, name: str | N
     text = f"CREATE TABLE {_display(path, name)} " + lines([_field_ddl(f) for f in schema.fields])
     text += "USING delta\n"
     if meta.partition_columns:
-        text += "PARTITIONED BY (" + ", ".join(_quote_if_needed(p) for p in meta.partition_columns) + ")\n"
-    clustered = clustering_columns(proto, snap.domains)
+        text += "PARTITIONED BY (" + ", ".join(quote_if_needed(p) for p in meta.partition_columns) + ")\n"
+    clustered = logical_names(proto, snap.domains, meta.schema)
     if clustered:
-        names = [
-            ".".join(_quote_if_needed(p) for p in lp)
-            for c in clustered
-            if (lp := logical_path(meta.schema, c))
-        ]
-        text += "CLUSTER BY (" + ", ".join(names) + ")\n"
+        text += "CLUSTER BY (" + ", ".join(clustered) + ")\n"
     if meta.description:
         text += f"COMMENT {_escaped(meta.description)}\n"
     text += f"LOCATION {_escaped('file:' + path)}\n"
-    props = {k: v for k, v in table_properties(path).items() if k != "clusteringColumns"}
+    props = {k: v for k, v in table_properties(snap).items() if k != "clusteringColumns"}
     if props:
         text += "TBLPROPERTIES " + lines([f"{_escaped(k)} = {_escaped(v)}" for k, v in sorted(props.items())])
     return spark.createDataFrame([(text,)], "createtab_stmt string")

@@ -12,7 +12,7 @@
   ``ADD CONSTRAINT c CHECK (...)``,
   ``DROP CONSTRAINT [IF EXISTS] c`` (column clauses: ``sql_alter``),
   ``DESCRIBE HISTORY t [LIMIT n]``, ``DESCRIBE DETAIL t``, ``SHOW TBLPROPERTIES`` / ``SHOW
-  PARTITIONS`` / ``TRUNCATE TABLE`` (``sql_show``),
+  PARTITIONS`` / ``SHOW CREATE TABLE`` / ``DESCRIBE [EXTENDED]`` / ``TRUNCATE TABLE`` (``sql_show``),
   ``VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN]`` (modifiers in any order),
   ``RESTORE [TABLE] t [TO] VERSION | TIMESTAMP AS OF ...``, ``OPTIMIZE t [WHERE ...]``,
   ``REORG TABLE t [WHERE ...] APPLY (PURGE)``, ``GENERATE symlink_format_manifest FOR TABLE t``,

@@ -13,18 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import deltamerge
 from deltamerge.errors import DeltaMergeError
 from deltamerge.log.snapshot import DeltaLog
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def dspark(spark):
-    deltamerge.configure(spark)
-    yield spark
-    deltamerge.unconfigure()
 
 
 def _commit(path: str, version: int) -> list[dict]:

@@ -48,13 +48,6 @@ ABCD = [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
-@pytest.fixture(scope="module")
-def dspark(spark):
-    deltamerge.configure(spark)
-    yield spark
-    deltamerge.unconfigure()
-
-
 @pytest.fixture
 def path(tmp_path) -> str:
     return str(tmp_path / "delta_table")

@@ -24,13 +24,6 @@ def _rows(df):
     return sorted(tuple(r) for r in df.collect())
 
 
-@pytest.fixture(scope="module")
-def dspark(spark):
-    deltamerge.configure(spark)
-    yield spark
-    deltamerge.unconfigure()
-
-
 @pytest.fixture
 def base(dspark):
     return dspark.createDataFrame([(1, "a", "x"), (2, "b", "y"), (3, "c", "x")], SCHEMA)

@@ -15,13 +15,6 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def dspark(spark):  # type: ignore[no-untyped-def]
-    deltamerge.configure(spark)
-    yield spark
-    deltamerge.unconfigure()
-
-
-@pytest.fixture
 def table(dspark, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
     path = str(tmp_path / "table")
     df = dspark.createDataFrame([("a", 1), ("b", 2), ("c", 3)], ["key", "value"])

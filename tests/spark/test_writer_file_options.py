@@ -15,13 +15,6 @@ from deltamerge.log.snapshot import DeltaLog
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def dspark(spark):
-    deltamerge.configure(spark)
-    yield spark
-    deltamerge.unconfigure()
-
-
 def _files(path: str) -> list[pq.FileMetaData]:
     return [
         pq.read_metadata(p) for p in sorted(Path(path).rglob("*.parquet")) if "_change_data" not in str(p)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from deltamerge.errors import InvalidArgumentError
+from deltamerge.txn.idempotency import writer_flag
 
 # Python-side mirrors of a classic reader's / writer's state (which otherwise lives in the JVM).
 _FMT = "_dm_format"
@@ -176,17 +177,8 @@ def is_delta(fmt: str | None, spark: Any) -> bool:
 
 
 def bool_option(opts: Mapping[str, str], key: str, default: bool = False) -> bool:
-    """A ``true``/``false`` option of ``opts`` (lower-case keys)."""
-    value = opts.get(key.lower())
-    if value is None:
-        return default
-    text = value.strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise InvalidArgumentError(
-        f"Invalid value '{value}' for option '{key}', must be 'true' or 'false'.",
-        error_class="DELTA_ILLEGAL_OPTION",
-    )
+    """A ``true``/``false`` option of ``opts``."""
+    return writer_flag(opts, key, default)
 
 
 def int_option(opts: Mapping[str, str], key: str) -> int | None:

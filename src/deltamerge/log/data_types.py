@@ -11,7 +11,6 @@ be unreadable for other engines, so the commit is refused before anything is wri
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 from deltamerge.config import TableProperties
 from deltamerge.errors import AnalysisError
+from deltamerge.log.feature_removal import without_type_changes
 
 _ATOMIC = frozenset(
     {
@@ -226,9 +226,8 @@ def without_nested_not_null(schema: Mapping[str, Any], *, allow: bool = False) -
     return fix(schema, [])  # type: ignore[no-any-return]
 
 
-#: Field metadata a Delta reader does not show (DeltaTableUtils.removeInternalWriterMetadata and
-#: removeInternalDeltaMetadata): generation expressions and identity settings of top-level
-#: columns, type-widening history at any depth. Column mapping keys go in the scan.
+#: Field metadata of top-level columns a Delta reader does not show (Delta's
+#: removeInternalWriterMetadata): generation expressions and identity settings.
 _GENERATED_OR_IDENTITY = frozenset(
     {
         "delta.generationExpression",
@@ -238,29 +237,16 @@ _GENERATED_OR_IDENTITY = frozenset(
         "delta.identity.allowExplicitInsert",
     }
 )
-_TYPE_CHANGES = "delta.typeChanges"
 
 
 def reader_schema(schema: Mapping[str, Any]) -> dict:
     """``schema`` as a DataFrame read of the table shows it: without the writer-only metadata of
-    generated and identity columns and type widening (a read's schema written to a new table must
-    not make generated or identity columns of it)."""
-    out = copy.deepcopy(dict(schema))
-
-    def clean(t: Any, top: bool) -> None:
-        if isinstance(t, dict) and t.get("type") == "struct":
-            for f in t.get("fields", ()):
-                md = f.get("metadata") or {}
-                drop = _GENERATED_OR_IDENTITY | {_TYPE_CHANGES} if top else {_TYPE_CHANGES}
-                if drop & md.keys():
-                    f["metadata"] = {k: v for k, v in md.items() if k not in drop}
-                clean(f.get("type"), False)
-        elif isinstance(t, dict) and t.get("type") == "array":
-            clean(t.get("elementType"), False)
-        elif isinstance(t, dict) and t.get("type") == "map":
-            clean(t.get("keyType"), False)
-            clean(t.get("valueType"), False)
-
-    clean(out, True)
+    generated and identity columns and without type-widening history (removeInternalDeltaMetadata;
+    column mapping keys go in the scan). A read's schema written to a new table must not make
+    generated or identity columns of it."""
+    out: dict = without_type_changes(dict(schema))
+    for f in out.get("fields", ()):
+        md = f.get("metadata") or {}
+        if _GENERATED_OR_IDENTITY & md.keys():
+            f["metadata"] = {k: v for k, v in md.items() if k not in _GENERATED_OR_IDENTITY}
     return out
-

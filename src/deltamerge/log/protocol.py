@@ -288,13 +288,10 @@ def supported_feature_names(protocol: Protocol) -> list[str]:
     """The features a protocol supports, explicitly listed or implied by its legacy versions, as
     DESCRIBE DETAIL's ``tableFeatures`` lists them (Delta's implicitlySupportedFeatures: a legacy
     feature whose reader and writer versions the protocol reaches; none once it lists features)."""
-    explicit = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
-    if protocol.min_writer_version >= 7:
-        return sorted(explicit)
-    implied = set(LEGACY_WRITER_FEATURES.get(protocol.min_writer_version, frozenset()))
-    if protocol.min_reader_version < 2:
-        implied.discard(COLUMN_MAPPING)
-    return sorted(explicit | implied)
+    features = set(writer_features(protocol) | reader_features(protocol))
+    if protocol.min_writer_version < 7 and protocol.min_reader_version < 2:
+        features.discard(COLUMN_MAPPING)  # writer version 5 alone does not imply it
+    return sorted(features)
 
 
 def writer_features(protocol: Protocol) -> frozenset[str]:

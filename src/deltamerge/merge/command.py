@@ -311,8 +311,8 @@ def _run(
         optimize_write_bin_size=optimized_write_bin_size(
             spark, snapshot.metadata.configuration, write_options
         ),
-        # A dataChange=false rewrite has no changes to record.
         file_options=file_writer_options(write_options),
+        # A dataChange=false rewrite has no changes to record.
         cdf_enabled=TableProperties.ENABLE_CDF.get(snapshot.metadata.configuration) and not rearranging,
         tight_bounds=True if "deletionVectors" in (snapshot.protocol.writer_features or ()) else None,
         row_tracking=_row_tracking_columns(snapshot),

@@ -14,7 +14,6 @@ used in Delta's and Spark's error messages.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,19 +42,11 @@ from pyspark.sql.types import (
 )
 
 from deltamerge.errors import AnalysisError
-from deltamerge.spark.types import as_nullable, is_collated
+from deltamerge.spark.types import as_nullable, is_collated, quote_if_needed
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
 
 # --- rendering types as Spark and Delta print them ------------------------------------------------
-
-_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-def _quote_if_needed(name: str) -> str:
-    if _PLAIN_NAME.match(name) and not name.isdigit():
-        return name
-    return "`" + name.replace("`", "``") + "`"
 
 
 def scala_string(dt: DataType) -> str:
@@ -86,7 +77,7 @@ def sql_type(dt: DataType) -> str:
     if isinstance(dt, StructType):
         return (
             "STRUCT<"
-            + ", ".join(f"{_quote_if_needed(f.name)}: {sql_type(f.dataType)}" for f in dt.fields)
+            + ", ".join(f"{quote_if_needed(f.name)}: {sql_type(f.dataType)}" for f in dt.fields)
             + ">"
         )
     return dt.simpleString().upper()
@@ -101,7 +92,7 @@ def catalog_string(dt: DataType) -> str:
     if isinstance(dt, StructType):
         return (
             "struct<"
-            + ",".join(f"{_quote_if_needed(f.name)}:{catalog_string(f.dataType)}" for f in dt.fields)
+            + ",".join(f"{quote_if_needed(f.name)}:{catalog_string(f.dataType)}" for f in dt.fields)
             + ">"
         )
     return dt.simpleString()

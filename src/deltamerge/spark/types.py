@@ -83,6 +83,15 @@ def quote_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def quote_if_needed(name: str) -> str:
+    """Spark's ``quoteIfNeeded``: a name of ASCII word characters, not all digits, stays bare;
+    any other goes in backticks."""
+    return name if _PLAIN_NAME.fullmatch(name) and not name.isdigit() else quote_name(name)
+
+
 def string_pieces(value: str) -> list[str | int]:
     """``value`` split for SQL that reads the same under ``spark.sql.parser.escapedStringLiterals``:
     runs of plain text, and the code point of each quote or backslash (an escaped literal would

@@ -29,7 +29,7 @@ from deltamerge.log import column_mapping
 from deltamerge.log.actions import AddCDCFile, AddFile, Metadata
 from deltamerge.log.paths import encode_add_path
 from deltamerge.spark.session import internal_plan, prepare_session, temporary_settings
-from deltamerge.spark.types import as_nullable, is_collated, quote_name, to_spark_schema
+from deltamerge.spark.types import as_nullable, is_collated, quote_if_needed, quote_name, to_spark_schema
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -295,7 +295,7 @@ def check_no_nested_void(schema: StructType) -> None:
             for f in t.fields:
                 walk(f.dataType, [*path, f.name])
         elif isinstance(t, (ArrayType, MapType)) and _holds(t, NullType):
-            name = ".".join(p if p.isidentifier() else quote_name(p) for p in path)
+            name = ".".join(quote_if_needed(p) for p in path)
             kind = "ArrayType" if isinstance(t, ArrayType) else "MapType"
             raise AnalysisError(
                 f"Found nested NullType in column {name} which is of {kind}. Delta doesn't support "

@@ -17,20 +17,25 @@ def writer_option(options: Mapping[str, str] | None, name: str) -> str | None:
     return next((v for k, v in (options or {}).items() if k.lower() == wanted), None)
 
 
+def writer_flag(options: Mapping[str, str] | None, name: str, default: bool = False) -> bool:
+    """A ``true``/``false`` DataFrame writer option (``DELTA_ILLEGAL_OPTION`` for anything else)."""
+    value = writer_option(options, name)
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(
+            f"Invalid value '{value}' for option '{name}', must be 'true' or 'false'.",
+            error_class="DELTA_ILLEGAL_OPTION",
+        )
+    return text == "true"
+
+
 def rearranges_only(options: Mapping[str, str] | None) -> bool:
     """Whether a write declares it only rearranges data already in the table (Delta's writer
     option ``dataChange=false``): its files are committed with ``dataChange: false``, which
     streaming and change-feed readers skip, and it may not change the table's metadata."""
-    value = writer_option(options, "dataChange")
-    if value is None:
-        return False
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidArgumentError(
-            f"Invalid value '{value}' for option 'dataChange', must be 'true' or 'false'.",
-            error_class="DELTA_ILLEGAL_OPTION",
-        )
-    return text == "false"
+    return not writer_flag(options, "dataChange", default=True)
 
 
 def data_change_false_error(attempted: str) -> InvalidArgumentError:

@@ -13,6 +13,7 @@ from deltamerge.log.protocol import (
     check_can_write,
     check_column_defaults_allowed,
     protocol_for,
+    supported_feature_names,
     upgrade,
 )
 
@@ -452,3 +453,15 @@ def test_the_preview_collations_feature_serves_and_is_kept() -> None:
     preview = Protocol(1, 7, None, ("appendOnly", "collations-preview", "domainMetadata", "invariants"))
     check_can_write(preview, _md({}, LCASE))
     assert upgrade(preview, {}, LCASE) is None
+
+
+def test_supported_feature_names_as_describe_detail_lists_them():
+    """Delta's implicitlySupportedFeatures: a legacy feature whose reader and writer versions the
+    protocol reaches (columnMapping needs reader 2 too); a features protocol lists its own only."""
+    assert supported_feature_names(Protocol(1, 1)) == []
+    assert supported_feature_names(Protocol(1, 2)) == ["appendOnly", "invariants"]
+    legacy_5 = ["appendOnly", "changeDataFeed", "checkConstraints", "generatedColumns", "invariants"]
+    assert supported_feature_names(Protocol(1, 5)) == legacy_5
+    assert supported_feature_names(Protocol(2, 5)) == sorted([*legacy_5, "columnMapping"])
+    explicit = Protocol(3, 7, ("deletionVectors",), ("deletionVectors", "appendOnly"))
+    assert supported_feature_names(explicit) == ["appendOnly", "deletionVectors"]
