@@ -467,6 +467,8 @@ def read_snapshot(
                 error_class="DELTA_ROW_TRACKING_NOT_ENABLED",
             )
         hidden = names.names
+    if not snap.metadata.schema.get("fields"):
+        return _without_columns(spark, snap.table_root)
     df = scan(
         spark,
         snap.table_root,
@@ -479,6 +481,17 @@ def read_snapshot(
         return df
     meta = F.struct(F.col(ROW_ID_COL).alias("row_id"), F.col(ROW_VERSION_COL).alias("row_commit_version"))
     return df.select(*[c for c in df.columns if c not in ROW_TRACKING_COLS], meta.alias("_metadata"))
+
+
+def _without_columns(spark: SparkSession, root: str) -> DataFrame:
+    """A table without columns (``CREATE TABLE t USING delta``): Delta lets it be named and its
+    empty schema be seen, and refuses to scan it; the frame fails when it runs, not when built."""
+    message = (
+        f"[DELTA_READ_TABLE_WITHOUT_COLUMNS] You are trying to read a Delta table `delta`.`{root}` "
+        "that does not have any columns. Write some new data with the option `mergeSchema = true` "
+        "to be able to read the table."
+    )
+    return spark.range(1).where(F.raise_error(F.lit(message)).isNull()).select()
 
 
 @internal_plan

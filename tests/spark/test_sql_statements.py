@@ -7,6 +7,7 @@ import os
 
 import pytest
 from deltalake import DeltaTable as RsTable
+from pyspark.sql.types import StructType
 
 import deltamerge
 from deltamerge import DeltaTable
@@ -259,6 +260,12 @@ def test_empty_schema_target(spark, spark_conf, tmp_path):
             _sql(spark, "MERGE " + statement)
         assert err.value.sql_state == "428GU"
         assert target.version() == 0
+        # Delta (TahoeFileIndex): the empty table can be named and its schema seen, not scanned.
+        assert spark.table("empty_schema_target").schema == StructType([])
+        with pytest.raises(Exception, match="DELTA_READ_TABLE_WITHOUT_COLUMNS"):
+            spark.table("empty_schema_target").count()
+        with pytest.raises(Exception, match="DELTA_READ_TABLE_WITHOUT_COLUMNS"):
+            deltamerge.read(spark, target.path).collect()
         spark_conf({"spark.databricks.delta.schema.autoMerge.enabled": "true"})
         _sql(spark, "MERGE WITH SCHEMA EVOLUTION " + statement)
         assert spark.table("empty_schema_target").schema == spark.table("populated_source").schema

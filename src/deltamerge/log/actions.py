@@ -103,6 +103,9 @@ class Protocol:
         return out
 
 
+EMPTY_SCHEMA_STRING = '{"type":"struct","fields":[]}'
+
+
 @dataclass(frozen=True)
 class Metadata:
     """Table identity, schema, partitioning and properties. Replaced whole by each metaData action."""
@@ -131,7 +134,8 @@ class Metadata:
         fmt = d.get("format") or {}
         return cls(
             id=d["id"],
-            schema_string=d["schemaString"],
+            # Delta reads a metaData without a schema as an empty one (old or hand-written logs).
+            schema_string=d.get("schemaString") or EMPTY_SCHEMA_STRING,
             partition_columns=tuple(d.get("partitionColumns") or ()),
             configuration={k: str(v) for k, v in (d.get("configuration") or {}).items()},
             name=d.get("name"),

@@ -160,6 +160,17 @@ def test_first_commit_without_metadata(table: RawTable) -> None:
         table.log().snapshot()
 
 
+def test_metadata_without_schema_string_is_an_empty_schema(table: RawTable) -> None:
+    """As Delta's Metadata.schema (Delta's golden tables of old writers have such logs)."""
+    table.store.write_exclusive(
+        filenames.commit_name(0),
+        b'{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n'
+        b'{"metaData":{"id":"m","format":{"provider":"parquet","options":{}},"partitionColumns":[],'
+        b'"configuration":{}}}\n',
+    )
+    assert table.log().snapshot().metadata.schema == {"type": "struct", "fields": []}
+
+
 def test_commit_without_trailing_newline_and_with_blank_lines(table: RawTable) -> None:
     table.create()
     table.store.write_exclusive(
