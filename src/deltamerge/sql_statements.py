@@ -335,8 +335,30 @@ def _column(node: exp.ColumnDef) -> StructField:
             generator = IdentityGenerator(number(k.args.get("start")), number(k.args.get("increment")))
             metadata.update(column_metadata(generator, always=bool(k.this)))
         else:
-            raise UnsupportedOperationError(f"Column constraint {to_sql(c)} is not supported by deltamerge.")
+            raise UnsupportedOperationError(
+                f"Column constraint {to_sql(c)} is not supported by deltamerge.{_check_hint(c)}"
+            )
     return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT) + collation), nullable, metadata)
+
+
+def _refuse_table_constraint(node: exp.Expression) -> None:
+    """A table constraint in CREATE TABLE's column list (``CONSTRAINT c CHECK (...)``, ``PRIMARY
+    KEY (...)``, ...): Delta stores none of them, and one dropped silently would let rows through
+    that the user meant to refuse."""
+    raise UnsupportedOperationError(
+        f"Table constraint {to_sql(node)} is not supported in CREATE TABLE by Delta tables."
+        + _check_hint(node)
+    )
+
+
+def _check_hint(node: exp.Expression) -> str:
+    """How a CHECK constraint is declared on a Delta table instead."""
+    if node.find(exp.CheckColumnConstraint) is None:
+        return ""
+    return (
+        " Add a CHECK constraint with ALTER TABLE ... ADD CONSTRAINT name CHECK (condition) after "
+        "creating the table, or with the table property 'delta.constraints.<name>' = '<condition>'."
+    )
 
 
 def _column_path(node: exp.Expression) -> str:
@@ -361,7 +383,10 @@ def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
     target = statement.this
     schema = None
     if isinstance(target, exp.Schema):
-        schema = StructType([_column(c) for c in target.expressions if isinstance(c, exp.ColumnDef)])
+        for c in target.expressions:
+            if not isinstance(c, exp.ColumnDef):
+                _refuse_table_constraint(c)
+        schema = StructType([_column(c) for c in target.expressions])
         target = target.this
     location = partition_by = comment = cluster_by = like = None
     using_delta = False

@@ -133,3 +133,39 @@ def test_rows_appended_during_the_check_conflict(spark, tmp_path: Path, monkeypa
     snap = DeltaLog.for_table(path).update()
     assert "delta.constraints.pos" not in snap.metadata.configuration
     assert snap.version == 1  # the racing append landed; the constraint did not
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        "CONSTRAINT pos CHECK (v >= 0)",
+        "CHECK (v >= 0)",
+        "PRIMARY KEY (id)",
+        "CONSTRAINT u UNIQUE (id)",
+        "CONSTRAINT fk FOREIGN KEY (id) REFERENCES other (id)",
+    ],
+)
+def test_table_constraints_in_create_table_are_refused(spark, tmp_path: Path, constraint: str) -> None:
+    """Delta keeps no constraint of CREATE TABLE's column list: one dropped silently would let the
+    rows through it was meant to refuse (deltamerge created such tables without it). The CHECK
+    form names the ways Delta takes one."""
+    path = tmp_path / "t"
+    with pytest.raises(DeltaMergeError, match="DELTA_UNSUPPORTED_OPERATION") as err:
+        deltamerge.sql(spark, f"CREATE TABLE delta.`{path}` (id BIGINT, v BIGINT, {constraint}) USING delta")
+    assert ("ADD CONSTRAINT" in str(err.value)) == ("CHECK" in constraint)
+    assert not path.exists()
+
+
+def test_check_constraint_as_a_create_table_property_is_enforced(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    deltamerge.sql(
+        spark,
+        f"CREATE TABLE delta.`{path}` (id BIGINT, v BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.constraints.pos' = 'v >= 0')",
+    )
+    table = DeltaTable.forPath(spark, path)
+    with pytest.raises(DeltaMergeError, match=r"DELTA_VIOLATE_CONSTRAINT_WITH_VALUES.*pos"):
+        table.alias("t").merge(
+            spark.sql("SELECT 1L AS id, -5L AS v").alias("s"), "t.id = s.id"
+        ).whenNotMatchedInsertAll().execute()
+    assert table.version() == 0
