@@ -73,6 +73,21 @@ def check_count(names: Sequence[Any], get: Callable[[str], str | None]) -> None:
         )
 
 
+def duplicate_columns_error(where: str, names: Sequence[str]) -> None:
+    """Delta's ``DELTA_DUPLICATE_COLUMNS_FOUND.<where>`` when a name repeats (case-insensitively, as
+    the names resolve): ``CLUSTER_BY`` or ``PARTITION_COLUMNS``."""
+    seen: set[str] = set()
+    twice = sorted({n.lower() for n in names if n.lower() in seen or seen.add(n.lower())})
+    if twice:
+        found = {"CLUSTER_BY": "in CLUSTER BY", "PARTITION_COLUMNS": "in the partition columns"}[where]
+        raise AnalysisError(
+            f"Found duplicate column(s): {', '.join(f'`{n}`' for n in twice)}. The duplicate was "
+            f"found {found}; name each column once.",
+            error_class=f"DELTA_DUPLICATE_COLUMNS_FOUND.{where}",
+            sql_state="42711",
+        )
+
+
 def columns_for(
     schema: Mapping[str, Any],
     partition_columns: Sequence[str],
@@ -117,6 +132,7 @@ def columns_for(
             else:
                 unsupported.append(f"{shown(parts)} : {_type_name(type_json)}")
         physical.append(tuple(path))
+    duplicate_columns_error("CLUSTER_BY", [shown(parts) for parts in names])
     if unsupported:
         raise AnalysisError(
             f"CLUSTER BY is not supported because the following column(s): {', '.join(unsupported)} "

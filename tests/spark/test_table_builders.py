@@ -395,3 +395,24 @@ def test_optimize_isolation_allows_appends_but_not_removals(spark, tmp_path, mon
         DeltaTable.forPath(spark, path).optimize().executeCompaction()
     after = {n for n in os.listdir(path) if n.endswith(".parquet")}
     assert not (after - before - {f.path for f in snapshot_for(path).files})  # compacted output discarded
+
+
+@pytest.mark.parametrize(
+    ("make", "where"),
+    [
+        (lambda b: b.partitionedBy("id", "id"), "PARTITION_COLUMNS"),
+        (lambda b: b.partitionedBy("id", "ID"), "PARTITION_COLUMNS"),
+        (lambda b: b.clusterBy("id", "id"), "CLUSTER_BY"),
+    ],
+)
+def test_a_column_named_twice_in_partitioning_or_clustering_is_refused(spark, tmp_path, make, where) -> None:  # type: ignore[no-untyped-def]
+    """Delta's validatePartitionColumn / validateClusterBySpec: the table was created with
+    partitionColumns ["id", "id"] (or clustering columns [["id"], ["id"]])."""
+    path = tmp_path / "t"
+    builder = DeltaTable.create(spark).location(str(path)).addColumn("id", "INT").addColumn("v", "STRING")
+    with pytest.raises(DeltaMergeError, match=rf"DELTA_DUPLICATE_COLUMNS_FOUND\.{where}.*`id`"):
+        make(builder).execute()
+    assert not (path / "_delta_log").exists()
+    clause = "PARTITIONED BY (id, Id)" if where == "PARTITION_COLUMNS" else "CLUSTER BY (id, id)"
+    with pytest.raises(DeltaMergeError, match=rf"DELTA_DUPLICATE_COLUMNS_FOUND\.{where}"):
+        deltamerge.sql(spark, f"CREATE TABLE delta.`{path}` (id INT, v STRING) USING delta {clause}")

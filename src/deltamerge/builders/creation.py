@@ -83,6 +83,7 @@ def _check_schema(schema: StructType, partition_by: Sequence[str]) -> list[str]:
     from deltamerge.io import _check_names
 
     _check_names(schema)
+    clustering_ddl.duplicate_columns_error("PARTITION_COLUMNS", list(partition_by))
     lower = {f.name.lower(): f.name for f in schema.fields}
     missing = [p for p in partition_by if p.lower() not in lower]
     if missing:
