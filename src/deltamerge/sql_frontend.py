@@ -61,6 +61,11 @@ def _clause(when: exp.When) -> MergeClause:
     )
     condition = when.args.get("condition")
     then = when.args.get("then")
+    _refuse_extras(when, {"matched", "source", "condition", "then"}, "a WHEN clause")
+    if isinstance(then, exp.Update):
+        _refuse_extras(then, {"expressions"}, "UPDATE")
+    elif isinstance(then, exp.Insert):
+        _refuse_extras(then, {"this", "expression"}, "INSERT")
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
         if kind is ClauseKind.NOT_MATCHED:
             raise ParseError(
@@ -159,6 +164,32 @@ def _check_sql_grammar(clauses: list[MergeClause]) -> None:
             raise ParseError(message, error_class=error_class)
 
 
+def _refuse_extras(node: exp.Expression, allowed: set[str], where: str) -> None:
+    """A part of the MERGE that Spark's grammar does not have (``UPDATE SET ... WHERE c``,
+    ``RETURNING``, ``TABLESAMPLE`` on the target, ...): SQLGlot parses such text from other
+    dialects and it would otherwise be dropped, e.g. a WHERE that should have limited an UPDATE."""
+    extra = next((k for k, v in node.args.items() if k not in allowed and v not in (None, False, [])), None)
+    if extra is None:
+        return
+    value = node.args[extra]
+    shown = to_sql(value) if isinstance(value, exp.Expression) else extra.upper()
+    hint = (
+        " Put the condition into the clause: WHEN [NOT] MATCHED AND <condition> THEN ..."
+        if extra == "where"
+        else ""
+    )
+    raise ParseError(
+        f"Syntax error in MERGE: {shown[:200]} is not part of Spark's MERGE syntax for {where}.{hint}"
+    )
+
+
+def _column_aliases(alias: exp.Expression | None) -> list[str]:
+    """The column names of an alias ``s(a, b)`` (none for ``s``)."""
+    if not isinstance(alias, exp.TableAlias):
+        return []
+    return [c.name for c in alias.args.get("columns") or []]
+
+
 def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str | None]:
     """(path, alias, name) of the MERGE target."""
     if not isinstance(table, exp.Table):
@@ -172,6 +203,12 @@ def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str
             "MERGE INTO cannot write to a table version: remove "
             f"{to_sql(table.args['version'])} from the target."
         )
+    if _column_aliases(table.args.get("alias")):  # Spark's parser refuses them on either side
+        raise ParseError(
+            "Column aliases are not allowed in MERGE: name the target `t`, not `t(a, b)`.",
+            error_class="COLUMN_ALIASES_NOT_ALLOWED",
+        )
+    _refuse_extras(table, {"this", "db", "catalog", "alias"}, "the target table")
     if (
         table.args.get("db") is not None
         and table.args["db"].name.lower() == "delta"
@@ -228,6 +265,12 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
     with_ = merge.args.get("with_") or merge.args.get("with")
     prefix = (with_.sql(dialect=DIALECT) + " ") if with_ is not None else ""
     alias = using.alias or None
+    if _column_aliases(using.args.get("alias")):  # Spark's parser refuses them on either side
+        raise ParseError(
+            "Column aliases are not allowed in MERGE: name the source's columns inside it, e.g. "
+            "USING (SELECT a AS id, b AS v FROM ...) s, or (VALUES (...) AS v(id, v)) s.",
+            error_class="COLUMN_ALIASES_NOT_ALLOWED",
+        )
     if isinstance(using, exp.Table):
         db = using.args.get("db")
         if db is not None and db.name.lower() == "delta" and using.args.get("catalog") is None:
@@ -289,6 +332,7 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
         return None
     if not isinstance(statement, exp.Merge):
         return None
+    _refuse_extras(statement, {"this", "using", "on", "using_cond", "whens", "with_", "with"}, "MERGE")
     _qualify_target(statement)
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)

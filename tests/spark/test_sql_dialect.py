@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException, ParseException
 
 import deltamerge
 from deltamerge import DeltaTable
-from deltamerge.errors import AnalysisError
+from deltamerge.errors import AnalysisError, DeltaMergeError
 from deltamerge.predicates import DIALECT, DeltamergeSpark, DeltamergeSpark40
 
 pytestmark = pytest.mark.spark
@@ -683,3 +683,48 @@ def test_parenthesised_aliased_values_as_the_merge_source(spark, tmp_path) -> No
         "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
     )
     assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "x"), (2, "y")]
+
+
+@pytest.mark.parametrize(
+    ("tail", "error_class"),
+    [
+        # Oracle's MERGE has UPDATE SET ... WHERE: SQLGlot parsed it and the WHERE was dropped, so
+        # every matched row was updated.
+        ("WHEN MATCHED THEN UPDATE SET v = s.v WHERE s.v < 0", "PARSE_SYNTAX_ERROR"),
+        ("WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v) WHERE s.v < 0", "PARSE_SYNTAX_ERROR"),
+        ("WHEN MATCHED THEN UPDATE SET v = s.v RETURNING *", "PARSE_SYNTAX_ERROR"),
+    ],
+)
+def test_merge_text_outside_spark_grammar_is_refused(spark, tmp_path, tail, error_class) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+    with pytest.raises(DeltaMergeError, match=error_class) as err:
+        deltamerge.sql(
+            spark, f"MERGE INTO delta.`{path}` t USING (SELECT 1 AS id, 'x' AS v) s ON t.id = s.id {tail}"
+        )
+    assert "WHERE" not in tail or "WHEN [NOT] MATCHED AND <condition>" in str(err.value)
+    assert [tuple(r) for r in deltamerge.read(spark, path).collect()] == [(1, "a")]
+    assert DeltaTable.forPath(spark, path).version() == 0
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "MERGE INTO {t} TABLESAMPLE (50 PERCENT) t USING (SELECT 1 AS id, 'x' AS v) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = s.v",
+        "MERGE INTO {t} AS t (a, b) USING (SELECT 1 AS id, 'x' AS v) s ON t.a = s.id "
+        "WHEN MATCHED THEN UPDATE SET b = s.v",
+        "MERGE INTO {t} t USING (SELECT 1 AS x, 'x' AS y) AS s (id, v) ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = s.v",
+        "MERGE INTO {t} t USING (VALUES (1, 'x')) AS s (id, v) ON t.id = s.id WHEN MATCHED THEN UPDATE SET *",
+    ],
+)
+def test_target_sample_and_column_aliases_are_refused_as_spark_does(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
+    """Spark's parser: COLUMN_ALIASES_NOT_ALLOWED for `s(a, b)` on either side of MERGE, and no
+    TABLESAMPLE on the target (it was ignored: every row of the target was merged)."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+    expected = "PARSE_SYNTAX_ERROR" if "TABLESAMPLE" in statement else "COLUMN_ALIASES_NOT_ALLOWED"
+    with pytest.raises(DeltaMergeError, match=expected):
+        deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
+    assert DeltaTable.forPath(spark, path).version() == 0
