@@ -19,7 +19,9 @@ __all__ = [
     "delta_table",
     "empty_frame",
     "parse_properties",
+    "refuse_extras",
     "resolve_table",
+    "syntax_error_text",
     "table_node",
 ]
 
@@ -137,3 +139,35 @@ def target_key(node: exp.Expression) -> tuple[str, ...]:
         # a column named like a niladic function (current_date): SQLGlot reads the function
         return (node.sql_name().lower(),)
     return (node.name,) if node.name else parse_key(to_sql(node))
+
+
+def refuse_extras(node: exp.Expression, allowed: set[str], where: str, statement: str) -> None:
+    """Refuse a part of ``statement`` that Spark's grammar does not have at ``where`` (``UPDATE SET
+    ... WHERE c`` in MERGE, ``DELETE ... LIMIT n``, ``RETURNING``, ``TABLESAMPLE`` on a target,
+    ``ON CONFLICT``, ...): SQLGlot parses such text from other dialects, and a part not read would
+    be dropped silently (a DELETE ... LIMIT 1 deleted every row its WHERE matched)."""
+    from deltamerge.predicates import to_sql
+
+    extra = next((k for k, v in node.args.items() if k not in allowed and v not in (None, False, [])), None)
+    if extra is None:
+        return
+    value = node.args[extra]
+    shown = to_sql(value) if isinstance(value, exp.Expression) else extra.upper()
+    hint = (
+        " Put the condition into the clause: WHEN [NOT] MATCHED AND <condition> THEN ..."
+        if extra == "where" and statement == "MERGE"
+        else ""
+    )
+    raise ParseError(
+        f"Syntax error in {statement}: {shown[:200]} is not part of Spark's {statement} syntax for "
+        f"{where}.{hint}"
+    )
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def syntax_error_text(error: Exception) -> str:
+    """SQLGlot's parse error as plain text (it underlines the offending token with terminal escape
+    codes, which a log or a notebook shows as ``[4m``)."""
+    return _ANSI.sub("", str(error))

@@ -22,7 +22,7 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import DIALECT, to_sql
-from deltamerge.sql_common import path_of, target_key
+from deltamerge.sql_common import path_of, refuse_extras, syntax_error_text, target_key
 from deltamerge.sql_params import inline_identifiers, normalize_time_travel
 from deltamerge.sql_tables import sql_with_delta_tables
 
@@ -61,11 +61,11 @@ def _clause(when: exp.When) -> MergeClause:
     )
     condition = when.args.get("condition")
     then = when.args.get("then")
-    _refuse_extras(when, {"matched", "source", "condition", "then"}, "a WHEN clause")
+    refuse_extras(when, {"matched", "source", "condition", "then"}, "a WHEN clause", "MERGE")
     if isinstance(then, exp.Update):
-        _refuse_extras(then, {"expressions"}, "UPDATE")
+        refuse_extras(then, {"expressions"}, "UPDATE", "MERGE")
     elif isinstance(then, exp.Insert):
-        _refuse_extras(then, {"this", "expression"}, "INSERT")
+        refuse_extras(then, {"this", "expression"}, "INSERT", "MERGE")
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
         if kind is ClauseKind.NOT_MATCHED:
             raise ParseError(
@@ -164,25 +164,6 @@ def _check_sql_grammar(clauses: list[MergeClause]) -> None:
             raise ParseError(message, error_class=error_class)
 
 
-def _refuse_extras(node: exp.Expression, allowed: set[str], where: str) -> None:
-    """A part of the MERGE that Spark's grammar does not have (``UPDATE SET ... WHERE c``,
-    ``RETURNING``, ``TABLESAMPLE`` on the target, ...): SQLGlot parses such text from other
-    dialects and it would otherwise be dropped, e.g. a WHERE that should have limited an UPDATE."""
-    extra = next((k for k, v in node.args.items() if k not in allowed and v not in (None, False, [])), None)
-    if extra is None:
-        return
-    value = node.args[extra]
-    shown = to_sql(value) if isinstance(value, exp.Expression) else extra.upper()
-    hint = (
-        " Put the condition into the clause: WHEN [NOT] MATCHED AND <condition> THEN ..."
-        if extra == "where"
-        else ""
-    )
-    raise ParseError(
-        f"Syntax error in MERGE: {shown[:200]} is not part of Spark's MERGE syntax for {where}.{hint}"
-    )
-
-
 def _column_aliases(alias: exp.Expression | None) -> list[str]:
     """The column names of an alias ``s(a, b)`` (none for ``s``)."""
     if not isinstance(alias, exp.TableAlias):
@@ -208,7 +189,7 @@ def _target(spark: SparkSession, table: exp.Table) -> tuple[str, str | None, str
             "Column aliases are not allowed in MERGE: name the target `t`, not `t(a, b)`.",
             error_class="COLUMN_ALIASES_NOT_ALLOWED",
         )
-    _refuse_extras(table, {"this", "db", "catalog", "alias"}, "the target table")
+    refuse_extras(table, {"this", "db", "catalog", "alias"}, "the target table", "MERGE")
     if (
         table.args.get("db") is not None
         and table.args["db"].name.lower() == "delta"
@@ -328,11 +309,13 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
         statement = sqlglot.parse_one(cleaned, read=DIALECT)
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
         if re.match(r"^\s*(WITH\b.*)?\bMERGE\b", cleaned, re.IGNORECASE | re.DOTALL):
-            raise ParseError(f"Syntax error in MERGE statement: {e}")
+            raise ParseError(f"Syntax error in MERGE statement: {syntax_error_text(e)}")
         return None
     if not isinstance(statement, exp.Merge):
         return None
-    _refuse_extras(statement, {"this", "using", "on", "using_cond", "whens", "with_", "with"}, "MERGE")
+    refuse_extras(
+        statement, {"this", "using", "on", "using_cond", "whens", "with_", "with"}, "the statement", "MERGE"
+    )
     _qualify_target(statement)
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)

@@ -55,7 +55,9 @@ from deltamerge.sql_common import (
     empty_frame,
     parse_properties,
     path_of,
+    refuse_extras,
     resolve_table,
+    syntax_error_text,
     table_node,
     target_key,
 )
@@ -145,7 +147,7 @@ def _parse(text: str) -> exp.Expression:
         # sqlglot types parse_one as its Expr base; statements are always Expressions.
         return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
-        raise ParseError(f"Syntax error in statement: {e}")
+        raise ParseError(f"Syntax error in statement: {syntax_error_text(e)}")
 
 
 def _dml_target(spark: SparkSession, table: exp.Table, operation: str) -> tuple[str, str | None]:
@@ -174,9 +176,21 @@ def _dml(spark: SparkSession, text: str) -> DataFrame | None:
     statement = _parse(text)
     if not isinstance(statement, (exp.Update, exp.Delete)) or not isinstance(statement.this, exp.Table):
         return None
-    path, alias = _dml_target(
-        spark, statement.this, "UPDATE" if isinstance(statement, exp.Update) else "DELETE"
+    operation = "UPDATE" if isinstance(statement, exp.Update) else "DELETE"
+    target = statement.this
+    if target.args.get("version") is not None:  # Spark's grammar has no time travel on the target
+        raise ParseError(
+            f"{operation} cannot write to a table version: remove {to_sql(target.args['version'])}."
+        )
+    refuse_extras(target, {"this", "db", "catalog", "alias"}, "the target table", operation)
+    allowed = {"this", "where", "using", "with_", "with"}
+    refuse_extras(
+        statement,
+        allowed | ({"expressions", "from", "from_"} if operation == "UPDATE" else set()),
+        "the statement",
+        operation,
     )
+    path, alias = _dml_target(spark, target, operation)
     where = statement.args.get("where")
     condition = where.this if where is not None else None
     if isinstance(statement, exp.Delete):
@@ -213,6 +227,13 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
         and lookup_table([p.name for p in target.parts]) is None
     ):
         return None
+    refuse_extras(target, {"this", "db", "catalog", "partition"}, "the target table", "INSERT")
+    refuse_extras(
+        statement,
+        {"this", "expression", "by_name", "overwrite", "where", "source", "with_", "with"},
+        "the statement",
+        "INSERT",
+    )
     path, _alias, _name = table_node(target)
     static, options = _insert_partitions(spark, path, statement)
     query = statement.expression

@@ -728,3 +728,30 @@ def test_target_sample_and_column_aliases_are_refused_as_spark_does(spark, tmp_p
     with pytest.raises(DeltaMergeError, match=expected):
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert DeltaTable.forPath(spark, path).version() == 0
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        # Each was run without its last part: DELETE ... LIMIT 1 deleted every row the WHERE
+        # matched, a sampled DELETE or UPDATE changed the whole table, ON CONFLICT inserted anyway.
+        "DELETE FROM {t} WHERE id > 0 LIMIT 1",
+        "DELETE FROM {t} TABLESAMPLE (50 PERCENT)",
+        "DELETE FROM {t} WHERE id = 1 RETURNING *",
+        "DELETE FROM {t} VERSION AS OF 0 WHERE id = 1",
+        "UPDATE {t} SET v = 'z' WHERE id > 0 LIMIT 1",
+        "UPDATE {t} SET v = 'z' WHERE id > 0 ORDER BY id",
+        "UPDATE {t} TABLESAMPLE (10 PERCENT) SET v = 'z'",
+        "UPDATE {t} VERSION AS OF 0 SET v = 'z'",
+        "INSERT INTO {t} (id, v) VALUES (1, 'z') ON CONFLICT DO NOTHING",
+        "INSERT INTO {t} VALUES (3, 'z') RETURNING *",
+    ],
+)
+def test_dml_text_outside_spark_grammar_is_refused(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING"), path)
+    with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR") as err:
+        deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
+    assert "\x1b" not in str(err.value)
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "a"), (2, "b")]
+    assert DeltaTable.forPath(spark, path).version() == 0
