@@ -370,6 +370,8 @@ def parse_expression(text: str) -> exp.Expression:
             raise ParseError(f"Syntax error in expression {text!r}: {e}. Check the SQL expression text.")
     if parsed is None:
         raise ParseError(f"Empty expression {text!r}.")
+    if ";" in text and len([s for s in sqlglot.parse(text, read=DIALECT) if s is not None]) > 1:
+        raise ParseError(f"Syntax error in expression {text!r}: one expression expected, found several.")
     return parsed
 
 

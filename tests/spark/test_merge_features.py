@@ -477,3 +477,25 @@ def test_a_source_with_two_columns_of_one_name(spark, table):
         )
     )
     assert _rows(table) == [(0, 0), (1, 7), (2, 20), (3, 30), (4, 40), (5, 50), (9, None)]
+
+
+def test_builder_expressions_with_an_alias_are_the_expression(spark, table):
+    """Spark reads ``"t.key = s.key k"`` as ``t.key = s.key AS k`` and drops aliases outside a
+    projection, so Delta merges with the expression; deltamerge put the alias into its generated
+    SQL (PARSE_SYNTAX_ERROR naming internal columns)."""
+    source = spark.createDataFrame([(1, 99), (7, 70)], "key int, value int").alias("s")
+    (
+        table.alias("t")
+        .merge(source, "t.key = s.key k")
+        .whenMatchedUpdate("s.value > 0 c", {"value": "s.value v"})
+        .whenNotMatchedInsert(values={"key": F.expr("s.key AS x"), "value": "s.value"})
+        .execute()
+    )
+    assert _rows(table) == [(0, 0), (1, 99), (2, 20), (3, 30), (4, 40), (5, 50), (7, 70)]
+    table.update("key = 7 k", {"value": "0 v"})
+    table.delete("key = 0 k")
+    assert _rows(table)[0] == (1, 99) and _rows(table)[-1] == (7, 0)
+    version = table.version()
+    with pytest.raises(AnalysisError, match=r"PARSE_SYNTAX_ERROR.*one expression"):
+        table.alias("t").merge(source, "t.key = s.key; DROP TABLE x").whenMatchedDelete().execute()
+    assert table.version() == version

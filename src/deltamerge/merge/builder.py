@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
+from sqlglot import exp
 
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.resolution import side_qualifier
@@ -29,9 +30,19 @@ def _check_dict(values: Any, arg: str, method: str) -> dict[str, str | Column]:
     return check_set_arg(values, f"'{arg}' in {method}")
 
 
+def _unaliased(text: str):  # type: ignore[no-untyped-def]
+    """An expression of a builder string or Column without a top-level alias (``"id = 1 x"`` reads
+    as ``id = 1 AS x``): Spark drops aliases outside a projection (CleanupAliases), so Delta
+    merges with the expression, where an alias in the generated SQL was a syntax error."""
+    node = parse_expression(text)
+    while isinstance(node.unnest(), exp.Alias):  # a Column's text is parenthesised: (x AS y)
+        node = node.unnest().this
+    return node
+
+
 def parse_condition(value: str | Column | None):  # type: ignore[no-untyped-def]
     """A builder condition (SQL string or Column) as an expression tree."""
-    return None if value is None else parse_expression(expression_text(value))
+    return None if value is None else _unaliased(expression_text(value))
 
 
 def parse_key(key: str) -> tuple[str, ...]:
@@ -45,7 +56,7 @@ def parse_key(key: str) -> tuple[str, ...]:
 
 def assignments(values: dict[str, str | Column]) -> tuple[Assignment, ...]:
     """Builder ``set``/``values`` dicts as assignments."""
-    return tuple(Assignment(parse_key(k), parse_expression(expression_text(v))) for k, v in values.items())
+    return tuple(Assignment(parse_key(k), _unaliased(expression_text(v))) for k, v in values.items())
 
 
 @dataclass(frozen=True)
