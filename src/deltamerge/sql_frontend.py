@@ -79,6 +79,7 @@ def _clause(when: exp.When) -> MergeClause:
         if not isinstance(items, list) or not items:  # e.g. ``UPDATE *``: Spark's parser rejects it too
             raise ParseError("Syntax error in MERGE: use UPDATE SET * or UPDATE SET column = expression, ...")
         if len(items) == 1 and isinstance(items[0], exp.Star):
+            _plain_star(items[0], "UPDATE SET")
             if kind is ClauseKind.NOT_MATCHED_BY_SOURCE:
                 raise ParseError("UPDATE SET * is not allowed in WHEN NOT MATCHED BY SOURCE clauses.")
             return MergeClause(kind, ActionType.UPDATE, condition, None)
@@ -92,8 +93,10 @@ def _clause(when: exp.When) -> MergeClause:
         if kind is not ClauseKind.NOT_MATCHED:
             raise ParseError("INSERT is only allowed in WHEN NOT MATCHED [BY TARGET] clauses.")
         if isinstance(then.this, exp.Star):
+            _plain_star(then.this, "INSERT")
             return MergeClause(kind, ActionType.INSERT, condition, None)
-        if then.this is None or then.expression is None:  # ``INSERT``, ``INSERT VALUES (...)``
+        # ``INSERT``, ``INSERT VALUES (...)``, ``INSERT ALL`` (no VALUES: SQLGlot leaves False)
+        if then.this is None or not isinstance(then.expression, exp.Expression):
             raise ParseError(
                 "Syntax error in MERGE: use INSERT * or INSERT (column, ...) VALUES (expression, ...)"
             )
@@ -162,6 +165,22 @@ def _check_sql_grammar(clauses: list[MergeClause]) -> None:
         of_kind = [c for c in clauses if c.kind is kind]
         if any(c.condition is None for c in of_kind[:-1]):
             raise ParseError(message, error_class=error_class)
+
+
+def _plain_star(star: exp.Star, action: str) -> None:
+    """``*`` alone: ``UPDATE SET * EXCEPT (c)`` / ``INSERT * EXCEPT (c)`` (Databricks SQL) is not
+    Spark's grammar, and reading it as ``*`` would write the columns the user meant to keep."""
+    extra = next((k for k, v in star.args.items() if v), None)
+    if extra is not None:
+        raise ParseError(
+            f"Syntax error in MERGE: {action} {to_sql(star)} is not part of Spark's MERGE syntax; only "
+            f"{action} * is. List the columns to write instead: "
+            + (
+                "UPDATE SET c1 = s.c1, ..."
+                if action == "UPDATE SET"
+                else "INSERT (c1, ...) VALUES (s.c1, ...)."
+            )
+        )
 
 
 def _column_aliases(alias: exp.Expression | None) -> list[str]:

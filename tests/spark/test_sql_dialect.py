@@ -693,6 +693,10 @@ def test_parenthesised_aliased_values_as_the_merge_source(spark, tmp_path) -> No
         ("WHEN MATCHED THEN UPDATE SET v = s.v WHERE s.v < 0", "PARSE_SYNTAX_ERROR"),
         ("WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v) WHERE s.v < 0", "PARSE_SYNTAX_ERROR"),
         ("WHEN MATCHED THEN UPDATE SET v = s.v RETURNING *", "PARSE_SYNTAX_ERROR"),
+        # Databricks SQL's * EXCEPT was read as *: the excepted column was written too.
+        ("WHEN MATCHED THEN UPDATE SET * EXCEPT (v)", "PARSE_SYNTAX_ERROR"),
+        ("WHEN NOT MATCHED THEN INSERT * EXCEPT (v)", "PARSE_SYNTAX_ERROR"),
+        ("WHEN NOT MATCHED THEN INSERT ALL", "PARSE_SYNTAX_ERROR"),  # was an AttributeError
     ],
 )
 def test_merge_text_outside_spark_grammar_is_refused(spark, tmp_path, tail, error_class) -> None:  # type: ignore[no-untyped-def]
