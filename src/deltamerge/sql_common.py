@@ -16,6 +16,7 @@ from deltamerge.identifiers import unquote as _unquote
 __all__ = [
     "FLAGS",
     "TABLE_REF",
+    "check_with_spark_parser",
     "delta_table",
     "empty_frame",
     "parse_properties",
@@ -171,3 +172,30 @@ def syntax_error_text(error: Exception) -> str:
     """SQLGlot's parse error as plain text (it underlines the offending token with terminal escape
     codes, which a log or a notebook shows as ``[4m``)."""
     return _ANSI.sub("", str(error))
+
+
+def check_with_spark_parser(spark: SparkSession, text: str) -> None:
+    """Spark's own parser over a MERGE, UPDATE or DELETE deltamerge runs itself (classic sessions;
+    Spark Connect has no parse-only call): SQLGlot parses other dialects' text too and may drop a
+    token it has no place for (``MERGE INTO t * x``, a second ``USING``, ``WITH (NOLOCK)``), which
+    Spark, and so Delta, refuses. Raises Spark's error class and message."""
+    import logging
+
+    jss = getattr(spark, "_jsparkSession", None)
+    if jss is None:
+        return
+    # PySpark logs a refused statement's query context at ERROR before raising; this one is re-raised.
+    quiet = logging.getLogger("SQLQueryContextLogger")
+    was = quiet.disabled
+    quiet.disabled = True
+    try:
+        jss.sessionState().sqlParser().parsePlan(text)
+    except Exception as e:
+        condition = getattr(e, "getCondition", lambda: None)()
+        if type(e).__name__ != "ParseException" or not condition:
+            return  # not a syntax verdict (a py4j or JVM problem): deltamerge's own parse decides
+        message = re.sub(rf"^\s*\[{re.escape(condition)}\]\s*", "", str(e))
+        state = getattr(e, "getSqlState", lambda: None)() or None
+        raise ParseError(message.strip(), error_class=condition, sql_state=state) from None
+    finally:
+        quiet.disabled = was

@@ -22,7 +22,13 @@ from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import DIALECT, to_sql
-from deltamerge.sql_common import path_of, refuse_extras, syntax_error_text, target_key
+from deltamerge.sql_common import (
+    check_with_spark_parser,
+    path_of,
+    refuse_extras,
+    syntax_error_text,
+    target_key,
+)
 from deltamerge.sql_params import inline_identifiers, normalize_time_travel
 from deltamerge.sql_tables import sql_with_delta_tables
 
@@ -338,6 +344,14 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
     _qualify_target(statement)
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)
+    try:
+        check_with_spark_parser(spark, text)
+    except ParseError:
+        # deltamerge reads a time-travelled or sampled source table, which Spark's MERGE grammar
+        # has no place for; everything else Spark refuses, Delta refuses.
+        using = statement.args.get("using")
+        if not (isinstance(using, exp.Table) and (using.args.get("version") or using.args.get("sample"))):
+            raise
     path, target_alias, _name = _target(spark, statement.this)
     if not DeltaLog.for_table(path).exists():
         root = views.enclosing_table_root(path)

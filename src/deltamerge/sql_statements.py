@@ -51,6 +51,7 @@ from deltamerge.spark.types import quote_name
 from deltamerge.sql_common import (
     FLAGS,
     TABLE_REF,
+    check_with_spark_parser,
     delta_source,
     empty_frame,
     parse_properties,
@@ -196,9 +197,11 @@ def _dml(spark: SparkSession, text: str) -> DataFrame | None:
     if isinstance(statement, exp.Delete):
         if statement.args.get("using"):
             raise UnsupportedOperationError("DELETE ... USING is not supported by Delta.")
+        check_with_spark_parser(spark, text)
         return dml.delete(spark, path, condition, target_alias=alias)
     if statement.args.get("from") or statement.args.get("from_"):
         raise UnsupportedOperationError("UPDATE ... FROM is not supported by Delta; use MERGE INTO.")
+    check_with_spark_parser(spark, text)
     assigns = []
     for item in statement.expressions:
         if not isinstance(item, exp.EQ) or not isinstance(item.this, (exp.Column, exp.Dot, exp.Func)):
