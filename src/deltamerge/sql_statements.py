@@ -82,7 +82,8 @@ _DROP_FEATURE = re.compile(
 )
 _CLUSTER_BY = re.compile(r"CLUSTER\s+BY\s+(?:NONE|\((?P<columns>.*)\))", FLAGS)
 _DML = re.compile(r"(UPDATE|DELETE\s+FROM)\s", FLAGS)
-_INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(INTO|OVERWRITE)\s", FLAGS)
+_INSERT = re.compile(r"(WITH\s.*?\s)?INSERT\s+(WITH\s+SCHEMA\s+EVOLUTION\s+)?(INTO|OVERWRITE)\s", FLAGS)
+_INSERT_EVOLUTION = re.compile(r"\bINSERT\s+WITH\s+SCHEMA\s+EVOLUTION\s+", FLAGS)
 _CREATE = re.compile(r"(?P<head>(?:CREATE\s+(?:OR\s+REPLACE\s+)?|REPLACE\s+)TABLE)\s", FLAGS)
 _USING_DELTA = re.compile(r"\bUSING\s+delta\b", re.IGNORECASE)
 _TABLE_CHANGES = re.compile(r"\btable_changes(?P<by_path>_by_path)?\s*\(", re.IGNORECASE)
@@ -214,7 +215,16 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     """INSERT INTO / INSERT OVERWRITE [TABLE] t [(cols)] <query>: by position (or BY NAME), values
     cast to the table's column types as Spark's store assignment does; None when ``t`` is not a
     Delta table deltamerge knows (Spark then runs the statement)."""
-    statement = _parse(text)
+    evolve = _INSERT_EVOLUTION.search(text) is not None
+    try:
+        statement = _parse(_INSERT_EVOLUTION.sub("INSERT ", text, count=1) if evolve else text)
+    except ParseError:
+        if re.search(r"\bREPLACE\s+ON\b", text, re.IGNORECASE):  # Spark 4's form SQLGlot lacks
+            raise UnsupportedOperationError(
+                "INSERT ... REPLACE ON is not implemented by deltamerge. Use INSERT ... REPLACE WHERE "
+                "or a MERGE to replace rows."
+            ) from None
+        raise
     if not isinstance(statement, exp.Insert):
         return None
     target = statement.this
@@ -230,6 +240,14 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
         and lookup_table([p.name for p in target.parts]) is None
     ):
         return None
+    check_with_spark_parser(spark, text)
+    if evolve or statement.args.get("using") is not None or statement.args.get("replace_on") is not None:
+        form = "WITH SCHEMA EVOLUTION" if evolve else "REPLACE USING / REPLACE ON"
+        raise UnsupportedOperationError(
+            f"INSERT {form} is not implemented by deltamerge. Use df.write.format('delta')"
+            ".option('mergeSchema', 'true').mode('append') for schema evolution, INSERT ... REPLACE "
+            "WHERE or a MERGE to replace rows."
+        )
     refuse_extras(target, {"this", "db", "catalog", "partition"}, "the target table", "INSERT")
     refuse_extras(
         statement,

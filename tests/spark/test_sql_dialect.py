@@ -771,6 +771,9 @@ def test_dml_text_outside_spark_grammar_is_refused(spark, tmp_path, statement) -
         "MERGE INTO {t} t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED BY SOURCE THEN DELETE",
         "MERGE INTO {t} t USING (SELECT 2 AS id) s ON t.id = s.id WHEN NOT MATCHED AND THEN INSERT *",
         "UPDATE {t} * x SET v = 'z'",
+        "INSERT OVERWRITE INTO {t} SELECT 5 AS id, 'e' AS v",  # was an overwrite
+        "INSERT INTO {t} (id, v) SELECT , 5, 'e'",
+        "INSERT INTO {t} (id, v) BY NAME SELECT 5 AS id, 'e' AS v",
     ],
 )
 def test_statements_spark_cannot_parse_are_refused(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
@@ -782,4 +785,23 @@ def test_statements_spark_cannot_parse_are_refused(spark, tmp_path, statement) -
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert err.value.error_class == "PARSE_SYNTAX_ERROR"
     assert [tuple(r) for r in deltamerge.read(spark, path).collect()] == [(1, "a")]
+    assert DeltaTable.forPath(spark, path).version() == 0
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "INSERT INTO {t} REPLACE USING (id) SELECT 1 AS id, 'z' AS v",
+        "INSERT INTO {t} AS t REPLACE ON t.id = s.id (SELECT 1 AS id, 'z' AS v) AS s",
+        "INSERT WITH SCHEMA EVOLUTION INTO {t} SELECT 1 AS id, 'z' AS v, 2 AS w",
+    ],
+)
+def test_spark_insert_forms_deltamerge_lacks_are_named(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
+    """Spark 4's INSERT ... REPLACE USING / REPLACE ON and INSERT WITH SCHEMA EVOLUTION: REPLACE
+    USING was read as a plain INSERT (the rows were appended, none replaced), the others reached
+    Spark, which cannot write the table (UNSUPPORTED_INSERT.RDD_BASED)."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+    with pytest.raises(DeltaMergeError, match=r"DELTA_UNSUPPORTED_OPERATION.*not implemented by deltamerge"):
+        deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert DeltaTable.forPath(spark, path).version() == 0
