@@ -76,8 +76,8 @@ def check_count(names: Sequence[Any], get: Callable[[str], str | None]) -> None:
 def duplicate_columns_error(where: str, names: Sequence[str]) -> None:
     """Delta's ``DELTA_DUPLICATE_COLUMNS_FOUND.<where>`` when a name repeats (case-insensitively, as
     the names resolve): ``CLUSTER_BY`` or ``PARTITION_COLUMNS``."""
-    seen: set[str] = set()
-    twice = sorted({n.lower() for n in names if n.lower() in seen or seen.add(n.lower())})
+    lowered = [n.lower() for n in names]
+    twice = sorted({n for n in lowered if lowered.count(n) > 1})
     if twice:
         found = {"CLUSTER_BY": "in CLUSTER BY", "PARTITION_COLUMNS": "in the partition columns"}[where]
         raise AnalysisError(
