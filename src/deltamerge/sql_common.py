@@ -179,13 +179,15 @@ def check_with_spark_parser(spark: SparkSession, text: str) -> None:
     Spark Connect has no parse-only call): SQLGlot parses other dialects' text too and may drop a
     token it has no place for (``MERGE INTO t * x``, a second ``USING``, ``WITH (NOLOCK)``), which
     Spark, and so Delta, refuses. Raises Spark's error class and message."""
-    import logging
+    from pyspark.logger import PySparkLogger
 
     jss = getattr(spark, "_jsparkSession", None)
     if jss is None:
         return
     # PySpark logs a refused statement's query context at ERROR before raising; this one is re-raised.
-    quiet = logging.getLogger("SQLQueryContextLogger")
+    # PySpark's own logger class: a plain logging.Logger under its name would break PySpark's later
+    # logger.exception(..., errorClass=...) calls (TypeError instead of the AnalysisException).
+    quiet = PySparkLogger.getLogger("SQLQueryContextLogger")
     was = quiet.disabled
     quiet.disabled = True
     try:

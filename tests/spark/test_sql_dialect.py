@@ -805,3 +805,23 @@ def test_spark_insert_forms_deltamerge_lacks_are_named(spark, tmp_path, statemen
     with pytest.raises(DeltaMergeError, match=r"DELTA_UNSUPPORTED_OPERATION.*not implemented by deltamerge"):
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert DeltaTable.forPath(spark, path).version() == 0
+
+
+def test_spark_parser_check_keeps_pyspark_error_reporting(spark) -> None:  # type: ignore[no-untyped-def]
+    """The check quiets PySpark's query-context logger while Spark parses; creating that logger as
+    a plain logging.Logger made every later PySpark error with a SQL context a TypeError
+    (``Logger._log() got an unexpected keyword argument 'errorClass'``)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    from deltamerge.sql_common import check_with_spark_parser
+
+    logging.Logger.manager.loggerDict.pop("SQLQueryContextLogger", None)  # as in a fresh process
+    check_with_spark_parser(spark, "DELETE FROM t WHERE id = 1")
+    with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR"):
+        check_with_spark_parser(spark, "DELETE FROM t WHERE id = 1 LIMIT 1")
+    assert isinstance(logging.getLogger("SQLQueryContextLogger"), PySparkLogger)
+    assert not logging.getLogger("SQLQueryContextLogger").disabled
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql("SELECT * FROM no_such_table_anywhere").collect()
