@@ -685,6 +685,23 @@ def test_parenthesised_aliased_values_as_the_merge_source(spark, tmp_path) -> No
     assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "x"), (2, "y")]
 
 
+_REFUSAL_ROWS = [(1, "a"), (2, "b")]
+
+
+@pytest.fixture(scope="module")
+def refusal_table(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """One table for the statements that must be refused: each leaves it at version 0 with its rows
+    (a statement that wrote would fail its own test and the ones after it)."""
+    path = str(tmp_path_factory.mktemp("refusals") / "t")
+    deltamerge.write(spark.createDataFrame(_REFUSAL_ROWS, "id INT, v STRING"), path)
+    return path
+
+
+def _unchanged(spark, path: str) -> None:  # type: ignore[no-untyped-def]
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == _REFUSAL_ROWS
+    assert DeltaTable.forPath(spark, path).version() == 0
+
+
 @pytest.mark.parametrize(
     ("tail", "error_class"),
     [
@@ -699,16 +716,14 @@ def test_parenthesised_aliased_values_as_the_merge_source(spark, tmp_path) -> No
         ("WHEN NOT MATCHED THEN INSERT ALL", "PARSE_SYNTAX_ERROR"),  # was an AttributeError
     ],
 )
-def test_merge_text_outside_spark_grammar_is_refused(spark, tmp_path, tail, error_class) -> None:  # type: ignore[no-untyped-def]
-    path = str(tmp_path / "t")
-    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+def test_merge_text_outside_spark_grammar_is_refused(spark, refusal_table, tail, error_class) -> None:  # type: ignore[no-untyped-def]
+    path = refusal_table
     with pytest.raises(DeltaMergeError, match=error_class) as err:
         deltamerge.sql(
             spark, f"MERGE INTO delta.`{path}` t USING (SELECT 1 AS id, 'x' AS v) s ON t.id = s.id {tail}"
         )
     assert "WHERE" not in tail or "WHEN [NOT] MATCHED AND <condition>" in str(err.value)
-    assert [tuple(r) for r in deltamerge.read(spark, path).collect()] == [(1, "a")]
-    assert DeltaTable.forPath(spark, path).version() == 0
+    _unchanged(spark, path)
 
 
 @pytest.mark.parametrize(
@@ -723,15 +738,14 @@ def test_merge_text_outside_spark_grammar_is_refused(spark, tmp_path, tail, erro
         "MERGE INTO {t} t USING (VALUES (1, 'x')) AS s (id, v) ON t.id = s.id WHEN MATCHED THEN UPDATE SET *",
     ],
 )
-def test_target_sample_and_column_aliases_are_refused_as_spark_does(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
+def test_target_sample_and_column_aliases_are_refused_as_spark_does(spark, refusal_table, statement) -> None:  # type: ignore[no-untyped-def]
     """Spark's parser: COLUMN_ALIASES_NOT_ALLOWED for `s(a, b)` on either side of MERGE, and no
     TABLESAMPLE on the target (it was ignored: every row of the target was merged)."""
-    path = str(tmp_path / "t")
-    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+    path = refusal_table
     expected = "PARSE_SYNTAX_ERROR" if "TABLESAMPLE" in statement else "COLUMN_ALIASES_NOT_ALLOWED"
     with pytest.raises(DeltaMergeError, match=expected):
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
-    assert DeltaTable.forPath(spark, path).version() == 0
+    _unchanged(spark, path)
 
 
 @pytest.mark.parametrize(
@@ -751,14 +765,12 @@ def test_target_sample_and_column_aliases_are_refused_as_spark_does(spark, tmp_p
         "INSERT INTO {t} VALUES (3, 'z') RETURNING *",
     ],
 )
-def test_dml_text_outside_spark_grammar_is_refused(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
-    path = str(tmp_path / "t")
-    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING"), path)
+def test_dml_text_outside_spark_grammar_is_refused(spark, refusal_table, statement) -> None:  # type: ignore[no-untyped-def]
+    path = refusal_table
     with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR") as err:
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert "\x1b" not in str(err.value)
-    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(1, "a"), (2, "b")]
-    assert DeltaTable.forPath(spark, path).version() == 0
+    _unchanged(spark, path)
 
 
 @pytest.mark.parametrize(
@@ -776,16 +788,14 @@ def test_dml_text_outside_spark_grammar_is_refused(spark, tmp_path, statement) -
         "INSERT INTO {t} (id, v) BY NAME SELECT 5 AS id, 'e' AS v",
     ],
 )
-def test_statements_spark_cannot_parse_are_refused(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
+def test_statements_spark_cannot_parse_are_refused(spark, refusal_table, statement) -> None:  # type: ignore[no-untyped-def]
     """A MERGE, UPDATE or DELETE deltamerge runs goes through Spark's parser first (classic
     sessions), so the syntax Delta takes is the syntax deltamerge takes, with Spark's errors."""
-    path = str(tmp_path / "t")
-    deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
+    path = refusal_table
     with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR") as err:
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert err.value.error_class == "PARSE_SYNTAX_ERROR"
-    assert [tuple(r) for r in deltamerge.read(spark, path).collect()] == [(1, "a")]
-    assert DeltaTable.forPath(spark, path).version() == 0
+    _unchanged(spark, path)
 
 
 @pytest.mark.parametrize(
