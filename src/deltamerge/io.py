@@ -467,12 +467,13 @@ def read_snapshot(
                 error_class="DELTA_ROW_TRACKING_NOT_ENABLED",
             )
         hidden = names.names
-    if not snap.metadata.schema.get("fields"):
+    schema = snap.metadata.schema  # parsed from its JSON text on each access
+    if not schema.get("fields"):
         return _without_columns(spark, snap.table_root)
     df = scan(
         spark,
         snap.table_root,
-        reader_schema(snap.metadata.schema),
+        reader_schema(schema),
         tuple(snap.metadata.partition_columns),
         snap.files if files is None else files,
         row_tracking=hidden,

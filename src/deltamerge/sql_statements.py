@@ -185,24 +185,18 @@ def _dml(spark: SparkSession, text: str) -> DataFrame | None:
             f"{operation} cannot write to a table version: remove {to_sql(target.args['version'])}."
         )
     refuse_extras(target, {"this", "db", "catalog", "alias"}, "the target table", operation)
-    allowed = {"this", "where", "using", "with_", "with"}
-    refuse_extras(
-        statement,
-        allowed | ({"expressions", "from", "from_"} if operation == "UPDATE" else set()),
-        "the statement",
-        operation,
-    )
+    if statement.args.get("using"):
+        raise UnsupportedOperationError("DELETE ... USING is not supported by Delta.")
+    if statement.args.get("from") or statement.args.get("from_"):
+        raise UnsupportedOperationError("UPDATE ... FROM is not supported by Delta; use MERGE INTO.")
+    allowed = {"this", "where", "with_", "with", *(("expressions",) if operation == "UPDATE" else ())}
+    refuse_extras(statement, allowed, "the statement", operation)
     path, alias = _dml_target(spark, target, operation)
+    check_with_spark_parser(spark, text)
     where = statement.args.get("where")
     condition = where.this if where is not None else None
     if isinstance(statement, exp.Delete):
-        if statement.args.get("using"):
-            raise UnsupportedOperationError("DELETE ... USING is not supported by Delta.")
-        check_with_spark_parser(spark, text)
         return dml.delete(spark, path, condition, target_alias=alias)
-    if statement.args.get("from") or statement.args.get("from_"):
-        raise UnsupportedOperationError("UPDATE ... FROM is not supported by Delta; use MERGE INTO.")
-    check_with_spark_parser(spark, text)
     assigns = []
     for item in statement.expressions:
         if not isinstance(item, exp.EQ) or not isinstance(item.this, (exp.Column, exp.Dot, exp.Func)):
@@ -241,7 +235,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     ):
         return None
     check_with_spark_parser(spark, text)
-    if evolve or statement.args.get("using") is not None or statement.args.get("replace_on") is not None:
+    if evolve or statement.args.get("using") is not None:  # REPLACE USING (REPLACE ON fails to parse)
         form = "WITH SCHEMA EVOLUTION" if evolve else "REPLACE USING / REPLACE ON"
         raise UnsupportedOperationError(
             f"INSERT {form} is not implemented by deltamerge. Use df.write.format('delta')"
