@@ -379,6 +379,25 @@ def test_understated_row_count_never_removes_a_file_whole(spark, tmp_path, varia
     assert sorted(r[0] for r in _rows(spark, path)) == list(range(3, 400))
 
 
+def test_positions_fetched_as_arrays(spark):
+    """The per-file summary with its lists of changed positions comes back as rows without the
+    list and int64 arrays per file; files with an empty list have no entry."""
+    from deltamerge.merge import positions
+
+    summary = spark.createDataFrame(
+        [("a", 1, [5, 3, (1 << 40) + 7]), ("b", 0, []), ("c", 2, [0])],
+        "f string, touched int, rows array<bigint>",
+    ).repartition(3)  # several Arrow batches
+    rows, lists = positions.fetch(summary, "f", "rows")
+    assert sorted(rows, key=lambda r: r["f"]) == [
+        {"f": "a", "touched": 1},
+        {"f": "b", "touched": 0},
+        {"f": "c", "touched": 2},
+    ]
+    assert {k: sorted(v.tolist()) for k, v in lists.items()} == {"a": [3, 5, (1 << 40) + 7], "c": [0]}
+    assert all(v.dtype.name == "int64" for v in lists.values())
+
+
 def test_one_job_code_is_reused_by_merges_into_other_files(spark, tmp_path, monkeypatch):
     """The candidates' numbers stay out of the generated code: a merge into a file of another row
     count (other bases and limits) compiles nothing the previous merge did not."""

@@ -32,7 +32,9 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
+import numpy as np
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -58,6 +60,7 @@ from pyspark.sql.types import (
 
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.merge import positions
 from deltamerge.merge.analysis import tcol
 from deltamerge.merge.clauses import ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
@@ -77,6 +80,7 @@ from deltamerge.merge.output import (
     tracking_sql,
     written_rows,
 )
+from deltamerge.merge.positions import Positions
 from deltamerge.merge.pruning import equi_keys
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
 from deltamerge.spark.session import conf_getter, job_phase, setting, small_result_query, without_adaptive
@@ -165,7 +169,7 @@ def row_lists(rows: list, *, verify: bool) -> dict[str, list[int]]:
 
 def find_matches(
     ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
-) -> tuple[list[AddFile], dict[str, list[int]] | None, DataFrame]:
+) -> tuple[list[AddFile], dict[str, Positions] | None, DataFrame]:
     """Job 1: touched files (and DV row positions), plus the persisted matched rows."""
     rm = ctx.rm
     start = time.monotonic()
@@ -202,8 +206,8 @@ def find_matches(
             # Every matched position with a bit for "changed": positions seen twice are counted
             # and the changed ones extracted in Spark (the reduce tasks), not in Python.
             listed = F.collect_list(F.col(ROW_INDEX_COL) * 2 + modified.cast("long"))
-            positions = F.transform(listed, lambda v: F.shiftright(v, 1))
-            aggs.append((F.size(listed) - F.size(F.array_distinct(positions))).alias("repeated"))
+            seen = F.transform(listed, lambda v: F.shiftright(v, 1))
+            aggs.append((F.size(listed) - F.size(F.array_distinct(seen))).alias("repeated"))
             changed = F.filter(listed, lambda v: v % 2 == 1)
             aggs.append(F.transform(changed, lambda v: F.shiftright(v, 1)).alias("rows"))
         else:
@@ -213,11 +217,15 @@ def find_matches(
             job_phase(ctx.spark, "MERGE operation - scanning files for matches"),
             small_result_query(ctx.spark),
         ):
-            rows = matched.groupBy(FILE_COL).agg(*aggs).collect()  # one row per file: metadata
+            per_file = matched.groupBy(FILE_COL).agg(*aggs)
+            rows: list[Any]
+            lists: dict[str, np.ndarray] = {}
+            if deletion_vectors:  # the changed positions as arrays
+                rows, lists = positions.fetch(per_file, FILE_COL, "rows")
+            else:
+                rows = per_file.collect()  # one row per file: metadata
         if verify and any(int(r["repeated"] or 0) for r in rows):
             raise SourceNotUnique()
-        # Already the changed positions (Spark decoded and checked them): nothing to verify here.
-        lists = row_lists(rows, verify=False) if deletion_vectors else {}
     except BaseException:
         matched.unpersist()
         ctx.metrics.scanTimeMs += timed_ms(start)
@@ -225,12 +233,12 @@ def find_matches(
     ctx.metrics.numSourceRows = source_rows()
     index = file_index(ctx.table_root, candidates)
     touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]
-    modified_rows = None
+    modified_rows: dict[str, Positions] | None = None
     if deletion_vectors:
         modified_rows = {
             index.lookup(r[FILE_COL]).path: lists[r[FILE_COL]]
             for r in rows
-            if int(r["touched"] or 0) > 0 and lists[r[FILE_COL]]
+            if int(r["touched"] or 0) > 0 and r[FILE_COL] in lists
         }
     ctx.metrics.scanTimeMs += timed_ms(start)
     return touched, modified_rows, matched
@@ -238,7 +246,7 @@ def find_matches(
 
 def try_find_matches(
     ctx: MergeContext, candidates: Sequence[AddFile], *, deletion_vectors: bool
-) -> tuple[list[AddFile], dict[str, list[int]] | None, DataFrame] | None:
+) -> tuple[list[AddFile], dict[str, Positions] | None, DataFrame] | None:
     """``find_matches`` when the variant applies and no target row matched twice, else None (the
     caller takes the Delta-shaped path)."""
     if not candidates or not usable(ctx):

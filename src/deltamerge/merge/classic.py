@@ -13,12 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
 from deltamerge.log.actions import Action, AddCDCFile, AddFile
+from deltamerge.merge import positions
 from deltamerge.merge.analysis import tcol
 from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.merge.context import MergeContext, observed_count, observed_metrics, timed_ms
@@ -36,6 +39,7 @@ from deltamerge.merge.output import (
     touch_condition,
     written_rows,
 )
+from deltamerge.merge.positions import Positions
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, file_index
 from deltamerge.spark.session import job_phase
 from deltamerge.spark.write import now_ms
@@ -49,7 +53,7 @@ class TouchedFiles:
 
     files: list[AddFile]
     over_count: int  # duplicate matches of an allowed unconditional DELETE, subtracted later
-    modified_rows: dict[str, list[int]] | None = None  # DV mode: add.path -> row indexes updated/deleted
+    modified_rows: dict[str, Positions] | None = None  # DV mode: add.path -> row indexes updated/deleted
 
 
 def single_unconditional_delete(ctx: MergeContext) -> bool:
@@ -145,8 +149,13 @@ def find_touched_files(
     if collect_modified_rows:
         file_aggs.append(F.collect_list(F.when(F.col("modified") == 1, F.col(ROW_INDEX_COL))).alias("rows"))
     per_file = per_row.groupBy(FILE_COL).agg(*file_aggs)
+    rows: list[Any]
+    changed: dict[str, np.ndarray] = {}
     with job_phase(ctx.spark, "MERGE operation - scanning files for matches"):
-        rows = per_file.collect()  # one row per candidate file: metadata, not table data
+        if collect_modified_rows:
+            rows, changed = positions.fetch(per_file, FILE_COL, "rows")  # the positions as arrays
+        else:
+            rows = per_file.collect()  # one row per candidate file: metadata, not table data
     ctx.metrics.numSourceRows = source_rows()
 
     max_matches = max((int(r["max_n"] or 0) for r in rows), default=0)
@@ -156,12 +165,13 @@ def find_touched_files(
 
     index = file_index(ctx.table_root, candidates)
     touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]
-    modified_rows = None
+    modified_rows: dict[str, Positions] | None = None
     if collect_modified_rows:
-        modified_rows = {}
-        for r in rows:
-            if int(r["touched"] or 0) > 0 and r["rows"]:
-                modified_rows[index.lookup(r[FILE_COL]).path] = list(r["rows"])
+        modified_rows = {
+            index.lookup(r[FILE_COL]).path: changed[r[FILE_COL]]
+            for r in rows
+            if int(r["touched"] or 0) > 0 and r[FILE_COL] in changed
+        }
     ctx.metrics.scanTimeMs += timed_ms(start)
     return TouchedFiles(touched, over, modified_rows)
 

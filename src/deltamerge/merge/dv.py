@@ -14,9 +14,10 @@ With a broadcastable source the two jobs are one: the single pass for few candid
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
 from pyroaring import BitMap64
 
 from deltamerge.deletion_vectors import dv_file_path, read_dv, write_dv_file
@@ -32,6 +33,7 @@ from deltamerge.merge.classic import (
     write_all_changes,
 )
 from deltamerge.merge.context import MergeContext
+from deltamerge.merge.positions import Positions
 from deltamerge.spark.write import now_ms
 
 
@@ -69,7 +71,7 @@ def _covers_every_row(ctx: MergeContext, f: AddFile, masked: int) -> bool:
 
 
 def deletion_vector_actions(
-    ctx: MergeContext, files: Sequence[AddFile], modified: dict[str, list[int]]
+    ctx: MergeContext, files: Sequence[AddFile], modified: Mapping[str, Positions]
 ) -> list[Action]:
     """Remove/re-add actions that mask ``modified`` rows of ``files`` (or remove whole files)."""
     m = ctx.metrics
@@ -78,9 +80,10 @@ def deletion_vector_actions(
     pending: list[tuple[AddFile, BitMap64]] = []
     for f in files:
         rows = modified.get(f.path)
-        if not rows:
+        if rows is None or len(rows) == 0:
             continue
-        bitmap = BitMap64(rows)
+        # From a list: BitMap64 iterates an array's numpy scalars (4x slower for 5M positions).
+        bitmap = BitMap64(rows.tolist() if isinstance(rows, np.ndarray) else rows)
         if f.deletion_vector is not None:
             bitmap |= read_dv(ctx.table_root, f.deletion_vector)
         if _covers_every_row(ctx, f, len(bitmap)):
