@@ -23,6 +23,7 @@ from deltamerge.log.actions import AddFile
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.spark import scan as scan_mod
 from deltamerge.spark.scan import (
+    FILE_COL,
     ROW_INDEX_COL,
     absolute_file_path,
     filter_row_positions,
@@ -176,7 +177,6 @@ def test_both_filter_strategies(spark, big_table, monkeypatch, strategy):
     path, version, deleted = big_table
     if strategy == "join":
         monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
-        monkeypatch.setattr(scan_mod, "_RUN_CHUNK", 7)  # long runs split into many chunks
     else:
         monkeypatch.setattr(scan_mod, "PREDICATE_MAX_RANGES", 10_000)
     df = deltamerge.read(spark, path)
@@ -252,3 +252,59 @@ def test_deleted_positions_under_a_root_with_quotes_and_backslashes(
     expected = [i for i in range(40) if i % 5 != 0 and i != 7]
     assert ids(deltamerge.read(spark, path)) == expected
     assert ids(DeltaTable.forPath(spark, path).toDF().filter("p = '1'")) == [i for i in expected if i % 2]
+
+
+def test_words_of_a_bitmap():
+    """Each block of 64 positions holding one is a word with a bit per position (bit 63 makes the
+    word negative as a signed long)."""
+    import random
+
+    rng = random.Random(49)
+    positions = {0, 1, 63, 64, 127, 128, 4095, (1 << 40) + 5, (1 << 40) + 63}
+    positions |= {rng.randrange(1 << 20) for _ in range(500)} | set(range(10_000, 10_300))
+    blocks, words = scan_mod._words(BitMap64(positions))
+    assert blocks.tolist() == sorted({p >> 6 for p in positions})
+    pairs = zip(blocks.tolist(), words.tolist(), strict=True)
+    decoded = {b * 64 + i for b, w in pairs for i in range(64) if (w >> i) & 1}
+    assert decoded == positions
+    assert int(words[blocks.tolist().index(0)]) == (1 | 2 | 1 << 63) - (1 << 64)
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_word_join_matches_the_predicate_over_several_files(spark, tmp_path, monkeypatch, broadcast):
+    """The join strategy (words per block of 64 rows) drops and keeps the same rows as the
+    predicate, across files with dense, sparse and no deleted positions, broadcast or shuffled."""
+    import random
+
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(3_000, numPartitions=3), path)
+    snap = DeltaLog.for_table(path).update()
+    physical = scan(
+        spark, snap.table_root, snap.metadata.schema, (), snap.files, with_file=True, with_row_index=True
+    )
+    uris = [spark_file_uri(absolute_file_path(snap.table_root, f.path)) for f in snap.files]
+    rng = random.Random(7)
+    masks = {
+        uris[0]: BitMap64(p for p in range(1_000) if rng.random() < 0.6),  # dense
+        uris[1]: BitMap64([0, 63, 64, 999, 500]),  # sparse, block edges
+    }
+    if not broadcast:
+        monkeypatch.setattr(scan_mod, "BROADCAST_MAX_WORDS", 0)
+    by_position = physical.select(FILE_COL, ROW_INDEX_COL, "id")
+
+    def rows(df):  # type: ignore[no-untyped-def]
+        return sorted(r["id"] for r in df.select("id").collect())
+
+    expected = {}
+    for keep in (False, True):
+        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_SINGLES", 10**9)
+        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_RANGES", 10**9)
+        expected[keep] = rows(filter_row_positions(by_position, masks, keep=keep))
+        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
+        joined = filter_row_positions(by_position, masks, keep=keep)
+        assert "Join" in joined._jdf.queryExecution().optimizedPlan().toString()
+        assert joined.columns == by_position.columns
+        assert rows(joined) == expected[keep]
+        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 16)
+    assert len(expected[True]) == sum(len(b) for b in masks.values())
+    assert len(expected[False]) + len(expected[True]) == 3_000
