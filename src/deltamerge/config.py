@@ -153,6 +153,9 @@ class SessionConf:
     MATERIALIZE_LEVEL_RETRY = _session("merge.materializeSource.rddStorageLevelRetry", "DISK_ONLY_3", str)
     FAIL_IF_SOURCE_CHANGED = _session("merge.failIfSourceChanged", False, parse_bool)
     DV_PERSISTENT = _session("merge.deletionVectors.persistent", True, parse_bool)
+    # DELETE's and UPDATE's own (Delta's internal settings; both run through MERGE here).
+    DELETE_DV_PERSISTENT = _session("delete.deletionVectors.persistent", True, parse_bool)
+    UPDATE_DV_PERSISTENT = _session("update.deletionVectors.persistent", True, parse_bool)
     EMPTY_SCHEMA_TARGET_CHECK = _session("merge.emptySchemaTargetCheck.enabled", True, parse_bool)
     PRESERVE_NULL_SOURCE_STRUCTS = _session("merge.preserveNullSourceStructs", True, parse_bool)
     # Unset: falls back to merge.preserveNullSourceStructs.

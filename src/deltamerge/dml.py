@@ -31,7 +31,7 @@ from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import AnalysisError, AppendOnlyTableError
 from deltamerge.log.actions import AddFile
 from deltamerge.log.snapshot import DeltaLog, Snapshot
-from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
+from deltamerge.merge.clauses import DV_SETTING, ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.predicates import (
     column_parts,
@@ -377,6 +377,7 @@ def delete(
         condition=cond,
         clauses=(MergeClause(ClauseKind.MATCHED, ActionType.DELETE, None, ()),),
         target_alias=target_alias,
+        extras={DV_SETTING: SessionConf.DELETE_DV_PERSISTENT},
     )
     predicate = predicate_parameter(cond)
 
@@ -510,6 +511,7 @@ def update(
         condition=cond if cond is not None else exp.true(),
         clauses=(MergeClause(ClauseKind.MATCHED, ActionType.UPDATE, None, assigns),),
         target_alias=target_alias,
+        extras={DV_SETTING: SessionConf.UPDATE_DV_PERSISTENT},
     )
     predicate = predicate_parameter(cond)
 

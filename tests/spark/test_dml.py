@@ -176,6 +176,44 @@ def test_dv_table_delete_and_update_write_deletion_vectors(spark, tmp_path):
     assert _rs_rows(path) == expected  # delta-rs applies our deletion vectors
 
 
+@pytest.mark.parametrize("command", ["delete", "update"])
+def test_persistent_deletion_vector_settings_of_delete_and_update(spark, tmp_path, spark_conf, command):
+    """Delta's ``delete.deletionVectors.persistent`` / ``update.deletionVectors.persistent``: off,
+    that command rewrites files on a DV table; the other command's and MERGE's settings do not
+    apply to it."""
+    other = "update" if command == "delete" else "delete"
+    spark_conf(
+        {
+            f"spark.databricks.delta.{command}.deletionVectors.persistent": "false",
+            f"spark.databricks.delta.{other}.deletionVectors.persistent": "true",
+            "spark.databricks.delta.merge.deletionVectors.persistent": "true",
+        }
+    )
+    path = str(tmp_path / "t")
+    _make(spark, path, props=DV)
+    table = DeltaTable.forPath(spark, path)
+    if command == "delete":
+        table.delete("v = 30")
+        expected = _expected(drop=(3,))
+    else:
+        table.update("id = 3", {"v": "-1"})
+        expected = _expected(change=lambda r: (3, -1, r[2]) if r[0] == 3 else r)
+    snap = snapshot_for(path)
+    assert not any(f.deletion_vector for f in snap.files)
+    m = _last(spark, path)["operationMetrics"]
+    assert (m["numDeletionVectorsAdded"], m["numRemovedFiles"], m["numCopiedRows"]) == ("0", "1", "9")
+    assert _rows(spark, path) == expected
+    # The other command still writes a deletion vector.
+    if other == "delete":
+        table.delete("v = 40")
+        expected = [r for r in expected if r[0] != 4]
+    else:
+        table.update("id = 4", {"v": "-4"})
+        expected = sorted((4, -4, r[2]) if r[0] == 4 else r for r in expected)
+    assert _last(spark, path)["operationMetrics"]["numDeletionVectorsAdded"] == "1"
+    assert _rows(spark, path) == expected
+
+
 def test_cdf_table_records_changes(spark, tmp_path):
     path = str(tmp_path / "t")
     _make(spark, path, n=8, files=2, props=CDF, partitioned=True)

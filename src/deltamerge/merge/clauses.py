@@ -74,6 +74,9 @@ class MergeClause:
 #: ``MergeSpec.extras`` key: whether type widening was enabled when the builder's table object was
 #: made (Delta's analysis-time snapshot); None or absent for SQL, which analyses as it runs.
 WIDENING_AT_ANALYSIS = "type_widening_at_analysis"
+#: ``MergeSpec.extras`` key: the setting that decides deletion vectors (a ``SessionConf`` member) for a
+#: DELETE or UPDATE run as a MERGE; absent for a MERGE (``merge.deletionVectors.persistent``).
+DV_SETTING = "deletion_vectors_setting"
 
 
 @dataclass(frozen=True)

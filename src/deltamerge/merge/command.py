@@ -33,7 +33,14 @@ from deltamerge.log.actions import Action, AddCDCFile, AddFile, RemoveFile
 from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze, display_name
-from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, ActionType, ClauseKind, MergeSpec, check_grammar
+from deltamerge.merge.clauses import (
+    DV_SETTING,
+    WIDENING_AT_ANALYSIS,
+    ActionType,
+    ClauseKind,
+    MergeSpec,
+    check_grammar,
+)
 from deltamerge.merge.context import MergeContext, renamed_source, timed_ms
 from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.merge.planner import MergePlan, plan_merge
@@ -124,8 +131,9 @@ def _record_identity_marks(txn: OptimisticTransaction, ctx: MergeContext) -> Non
         txn.update_metadata(replace(metadata, schema_string=schema_string(marked)))
 
 
-def _dv_enabled(spark: SparkSession, configuration: dict[str, str]) -> bool:
-    return bool(setting(spark, SessionConf.DV_PERSISTENT)) and TableProperties.ENABLE_DVS.get(configuration)
+def _dv_enabled(spark: SparkSession, spec: MergeSpec, configuration: dict[str, str]) -> bool:
+    conf = spec.extras.get(DV_SETTING, SessionConf.DV_PERSISTENT)
+    return bool(setting(spark, conf)) and TableProperties.ENABLE_DVS.get(configuration)
 
 
 def prepare(
@@ -159,7 +167,7 @@ def prepare(
             raise translated from e
         raise
     check_dependent_types(rm.target_schema, rm.final_schema, snapshot.metadata.configuration)
-    plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, dict(snapshot.metadata.configuration)))
+    plan = plan_merge(spark, rm, snapshot, _dv_enabled(spark, spec, dict(snapshot.metadata.configuration)))
     return txn, rm, plan
 
 
