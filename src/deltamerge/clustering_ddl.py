@@ -9,6 +9,7 @@ skipping can use (clustering is only worth its cost where files can be skipped).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -76,8 +77,7 @@ def check_count(names: Sequence[Any], get: Callable[[str], str | None]) -> None:
 def duplicate_columns_error(where: str, names: Sequence[str]) -> None:
     """Delta's ``DELTA_DUPLICATE_COLUMNS_FOUND.<where>`` when a name repeats (case-insensitively, as
     the names resolve): ``CLUSTER_BY`` or ``PARTITION_COLUMNS``."""
-    lowered = [n.lower() for n in names]
-    twice = sorted({n for n in lowered if lowered.count(n) > 1})
+    twice = sorted(n for n, k in Counter(n.lower() for n in names).items() if k > 1)
     if twice:
         found = {"CLUSTER_BY": "in CLUSTER BY", "PARTITION_COLUMNS": "in the partition columns"}[where]
         raise AnalysisError(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,18 +152,14 @@ class SourceNotUnique(Exception):
     Delta-shaped path, which reports the error (or allows it, for a lone unconditional DELETE)."""
 
 
-def row_lists(rows: list, *, verify: bool) -> dict[str, list[int]]:
-    """Per file: the positions of its changed rows. With ``verify`` each collected value is
-    ``position * 2 + changed`` over every matched row, and a position seen twice raises
-    ``SourceNotUnique``."""
+def decode_tagged(tagged: Mapping[str, list[int]]) -> dict[str, list[int]]:
+    """Per file: the positions of its changed rows, from every matched row's ``position * 2 +
+    changed``; a position listed twice (a target row matched twice) raises ``SourceNotUnique``."""
     out: dict[str, list[int]] = {}
-    for r in rows:
-        values = list(r["rows"] or [])
-        if verify:
-            if len({v >> 1 for v in values}) != len(values):
-                raise SourceNotUnique()
-            values = [v >> 1 for v in values if v & 1]
-        out[r[FILE_COL]] = values
+    for uri, values in tagged.items():
+        if len({v >> 1 for v in values}) != len(values):
+            raise SourceNotUnique()
+        out[uri] = [v >> 1 for v in values if v & 1]
     return out
 
 

@@ -231,7 +231,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
 def _modified_rows(
     seen: dict, uris: list[str], touched_uris: set[str], index: FileIndex
 ) -> dict[str, list[int]]:
-    """Changed positions per touched file's path (``broadcast.row_lists`` decodes and checks
+    """Changed positions per touched file's path (``broadcast.decode_tagged`` decodes and checks
     them: a position listed twice is a multiple match)."""
     per_file: dict[str, list[int]] = {}
     if seen.get("tagged"):
@@ -240,5 +240,5 @@ def _modified_rows(
             per_file.setdefault(uris[v >> _TAG_SHIFT], []).append(v & low)
     for r in seen.get("positions") or []:
         per_file.setdefault(r["f"], []).append(int(r["p"]))
-    lists = broadcast.row_lists([{FILE_COL: u, "rows": v} for u, v in per_file.items()], verify=True)
+    lists = broadcast.decode_tagged(per_file)
     return {index.lookup(u).path: rows for u, rows in lists.items() if u in touched_uris and rows}

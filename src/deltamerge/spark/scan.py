@@ -597,9 +597,7 @@ def filter_row_positions(
     if len(runs) <= PREDICATE_MAX_FILES and small:
         cond = _position_predicate(runs, file_col, row_col)
         return df.filter(cond if keep else ~cond)
-    words, n_words = _words_frame(
-        df.sparkSession, {u: bm for u, bm in positions.items() if len(bm)}, file_col
-    )
+    words, n_words = _words_frame(df.sparkSession, {uri: positions[uri] for uri in runs}, file_col)
     words = F.broadcast(words) if n_words <= BROADCAST_MAX_WORDS else words.hint("shuffle_hash")
     keyed = df.withColumn(_BLOCK, F.shiftright(F.col(quote_name(row_col)), 6))
     bit = F.expr(f"shiftright({_WORD}, CAST({quote_name(row_col)} & 63 AS INT)) & 1")
