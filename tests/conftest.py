@@ -192,7 +192,8 @@ def _schedule_order(items: list[pytest.Item]) -> None:
 # marked `sampled` run a fixed pseudo-random 1/SAMPLED_STRIDE of their test function's marked items
 # in `make test`, chosen by a hash of the item id (the same items every run; at least one per
 # function; a cow/dv pair keeps dv in some functions and cow in others); DELTAMERGE_SAMPLED=all
-# (`make test-full`) runs every one.
+# (`make test-full`) runs every one. `@pytest.mark.sampled(stride=3)`: a smaller matrix, of which
+# `make test` runs exactly a third (rounded up), the items with the lowest hashes.
 
 SAMPLED_STRIDE = 16
 
@@ -211,8 +212,12 @@ def _share(item: pytest.Item, port_stride: int, sampled_stride: int) -> tuple[st
         return name, port_stride
     if name.endswith("_py_delta.py"):
         return name, 1 if port_stride == 1 else PY_PORTS_STRIDE
-    if item.get_closest_marker("sampled") is not None:
-        return f"{item.path}::{getattr(item, 'originalname', item.name)}", sampled_stride
+    marker = item.get_closest_marker("sampled")
+    if marker is not None:
+        group = f"{item.path}::{getattr(item, 'originalname', item.name)}"
+        if sampled_stride != 1 and "stride" in marker.kwargs:
+            return f"{group}#exact", int(marker.kwargs["stride"])
+        return group, sampled_stride
     return None
 
 
@@ -227,6 +232,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     seen: dict[str, int] = {}
     chosen: dict[str, bool] = {}
     matrices: dict[str, list[pytest.Item]] = {}
+    strides: dict[str, int] = {}
     for item in items:
         share = _share(item, port_stride, sampled_stride)
         if share is None:
@@ -239,8 +245,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             chosen[item.nodeid] = stride == 1 or _hash(item.nodeid) % stride == 0
             matrices.setdefault(group, []).append(item)
-    for members in matrices.values():  # every matrix keeps at least one item
-        if not any(chosen[m.nodeid] for m in members):
+            strides[group] = stride
+    for group, members in matrices.items():
+        if group.endswith("#exact"):  # a small matrix: exactly ceil(n / stride) items, by hash
+            ranked = sorted(members, key=lambda m: _hash(m.nodeid))
+            for k, m in enumerate(ranked):
+                chosen[m.nodeid] = k < -(-len(members) // strides[group])
+        elif not any(chosen[m.nodeid] for m in members):  # every matrix keeps at least one item
             chosen[min(members, key=lambda m: _hash(m.nodeid)).nodeid] = True
     keep = [i for i in items if chosen.get(i.nodeid, True)]
     drop = [i for i in items if not chosen.get(i.nodeid, True)]

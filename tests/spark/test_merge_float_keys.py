@@ -51,6 +51,7 @@ def _upsert(spark, path, variant, *, update_all=False):
         return builder.whenNotMatchedInsertAll().execute()
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_nan_and_negative_zero_keys_upsert(spark, tmp_path, variant, dv):
@@ -125,6 +126,7 @@ def _arrow_target(spark, path, *, dv):
         )
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_nan_keys_in_row_groups_whose_statistics_leave_nan_out(spark, tmp_path, variant, dv):

@@ -90,6 +90,7 @@ CONDITIONS = {
 }
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize("cond", sorted(CONDITIONS))
 def test_semi_join_same_as_anti_join_of_every_row(spark, tmp_path, monkeypatch, cond, dv):
@@ -100,6 +101,7 @@ def test_semi_join_same_as_anti_join_of_every_row(spark, tmp_path, monkeypatch, 
     assert ours[0][3] < 120  # and some source rows matched
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize("null_safe", [False, True], ids=["eq", "null_safe"])
 def test_null_and_nan_keys(spark, tmp_path, monkeypatch, null_safe, dv):

@@ -64,6 +64,7 @@ def _both(spark, tmp_path, monkeypatch, make_target, source, clauses, cond="t.id
     return seen[0], results
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize(
     "shape",
@@ -161,6 +162,7 @@ def test_merges_that_do_not_write_alike_take_another_execution(spark, tmp_path, 
     del outcomes
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("clauses", ["upsert", "replace"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_source_row_matching_two_target_rows_falls_back_without_leftovers(
@@ -183,6 +185,7 @@ def test_source_row_matching_two_target_rows_falls_back_without_leftovers(
     assert ours[0][1] == 75 + 3  # ids 300, 304 and 308 are updated twice
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("clauses", ["upsert", "replace"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_two_source_rows_matching_one_target_row_is_delta_error_and_table_unchanged(
@@ -199,6 +202,7 @@ def test_two_source_rows_matching_one_target_row_is_delta_error_and_table_unchan
     assert _orphans(path) == []
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("clauses", ["upsert", "replace"])
 @pytest.mark.parametrize("error", ["cast_overflow", "not_null"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
@@ -249,6 +253,7 @@ def test_copy_on_write_guess_that_every_candidate_is_touched(spark, tmp_path, mo
 # --- "replace the target with the source": the upsert plus WHEN NOT MATCHED BY SOURCE THEN DELETE
 
 
+@pytest.mark.sampled(stride=3)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 @pytest.mark.parametrize(
     "shape",
