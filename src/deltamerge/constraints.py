@@ -258,11 +258,13 @@ def _payload(index: int, rule: Constraint) -> Column:
     return F.concat(F.lit(f"{_MARK}{index}>>"), values, F.lit(_END))
 
 
-def _checked(df: DataFrame, rules: list[Constraint]) -> DataFrame:
+def _checked(df: DataFrame, rules: list[Constraint], rows: Column | None = None) -> DataFrame:
     first = df.columns[0]
     guarded: Column | None = None
     for i, rule in enumerate(rules):
         violated = ~F.coalesce(F.expr(f"({rule.expression})"), F.lit(False))
+        if rows is not None:
+            violated = rows & violated
         error = F.raise_error(_payload(i, rule))
         guarded = F.when(violated, error) if guarded is None else guarded.when(violated, error)
     assert guarded is not None
@@ -272,8 +274,11 @@ def _checked(df: DataFrame, rules: list[Constraint]) -> DataFrame:
     return df.select(*cols)
 
 
-def enforce(df: DataFrame, schema: StructType, configuration: Mapping[str, str]) -> DataFrame:
-    """``df`` with the table's constraints checked on every row when it is written.
+def enforce(
+    df: DataFrame, schema: StructType, configuration: Mapping[str, str], rows: Column | None = None
+) -> DataFrame:
+    """``df`` with the table's constraints checked on every row when it is written (on the
+    ``rows`` where that is true, when given: the data rows of a write that carries change rows).
 
     ``df`` has the table's column names (``schema``, the table schema as written). Without
     constraints ``df`` is returned unchanged. A constraint that cannot be evaluated (unknown
@@ -283,7 +288,7 @@ def enforce(df: DataFrame, schema: StructType, configuration: Mapping[str, str])
     if not rules or not df.columns:
         return df
     try:
-        return _checked(df, rules)
+        return _checked(df, rules, rows)
     except Exception as e:
         from pyspark.errors import PySparkException
 
@@ -401,15 +406,16 @@ def enforced_write(
     schema: StructType,
     configuration: Mapping[str, str],
     *args: Any,
+    checked_rows: Column | None = None,
     **kwargs: Any,
 ) -> T:
     """``write(enforce(df, ...), *args, **kwargs)``, a violation raised as :class:`InvariantViolationError`.
 
     This is the hook of the write choke points (``deltamerge.write`` and ``MergeContext.write``):
     the writer's own cleanup runs first (staged files are removed), then the Spark job failure is
-    replaced by Delta's error.
+    replaced by Delta's error. ``checked_rows``: see :func:`enforce`.
     """
-    checked = pad_chars(enforce(df, schema, configuration), schema)
+    checked = pad_chars(enforce(df, schema, configuration, checked_rows), schema)
     if checked is df:
         return write(df, *args, **kwargs)
     try:

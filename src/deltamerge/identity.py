@@ -186,8 +186,11 @@ def fill_named(df: DataFrame, idents: dict[str, Identity]) -> DataFrame:
     return df.select(*cols)
 
 
-def observed(df: DataFrame, schema: StructType) -> tuple[DataFrame, Observation | None]:
-    """``df`` with the max and min of each identity column observed when it is written."""
+def observed(
+    df: DataFrame, schema: StructType, rows: Column | None = None
+) -> tuple[DataFrame, Observation | None]:
+    """``df`` with the max and min of each identity column observed when it is written (over the
+    ``rows`` where that is true, when given)."""
     idents = identity_columns(schema)
     if not idents:
         return df, None
@@ -197,10 +200,10 @@ def observed(df: DataFrame, schema: StructType) -> tuple[DataFrame, Observation 
     obs = Observation(f"identity_{time.monotonic_ns()}_{threading.get_ident()}")
     aggs = []
     for _, ident in idents:
-        aggs += [
-            F.max(F.col(quote_name(ident.name))).alias(f"max_{ident.name}"),
-            F.min(F.col(quote_name(ident.name))).alias(f"min_{ident.name}"),
-        ]
+        value = F.col(quote_name(ident.name))
+        if rows is not None:
+            value = F.when(rows, value)
+        aggs += [F.max(value).alias(f"max_{ident.name}"), F.min(value).alias(f"min_{ident.name}")]
     return df.observe(obs, *aggs), obs
 
 

@@ -150,10 +150,90 @@ def test_cdf_preimage_of_evolved_nested_struct_is_cast_by_name(spark, tmp_path):
     version = deltamerge.DeltaTable.forPath(spark, path).history(1).collect()[0]["version"] + 1
     src = spark.createDataFrame([(1, (11, 5, "y"))], "id long, s struct<a: long, c: int, b: string>")
     (
-        DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
-        .withSchemaEvolution().whenMatchedUpdateAll().execute()
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(src.alias("s"), "t.id = s.id")
+        .withSchemaEvolution()
+        .whenMatchedUpdateAll()
+        .execute()
     )
     changes = deltamerge.read_changes(spark, path, version, version)
     got = {r["_change_type"]: r["s"].asDict() for r in changes.collect()}
     assert got["update_preimage"] == {"a": 10, "b": "x", "c": None}
     assert got["update_postimage"] == {"a": 11, "b": "y", "c": 5}
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_cdf_merge_writes_data_and_change_files_in_one_write(spark, tmp_path, dv):
+    """Data rows and change rows leave one Spark write partitioned by the change kind (as Delta's
+    ``__is_cdc``): data files carry the NULL ``_change_type`` column as Delta's do (readers read the
+    table's columns; statistics leave it out), change files go below ``_change_data/<partition>``.
+    A row that breaks a CHECK constraint still fails the merge, leaving nothing behind."""
+    import glob
+    import json
+    import os
+
+    import pyarrow.parquet as pq
+
+    from deltamerge.errors import InvariantViolationError
+    from deltamerge.log.actions import AddCDCFile, AddFile
+    from deltamerge.log.snapshot import DeltaLog
+
+    path = str(tmp_path / "t")
+    df = spark.range(0, 12, 1, 2).selectExpr(
+        "cast(id as int) as id", "cast(id % 2 as int) as p", "id * 10 as v"
+    )
+    deltamerge.write(df, path, partition_by=["p"], configuration={**CDF, **(DV if dv else {})})
+    deltamerge.sql(spark, f"ALTER TABLE delta.`{path}` ADD CONSTRAINT v_small CHECK (v < 1000)")
+    src = spark.createDataFrame([(1, 1, -1), (2, 0, -2), (4, 0, 5000), (20, 0, 200)], "id int, p int, v long")
+
+    def merge(source):
+        return (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(source.alias("s"), "t.id = s.id")
+            .whenMatchedDelete("s.v = 5000")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    old_files = {f.path for f in deltamerge.io.snapshot_for(path).files}
+    merge(src)
+    version = DeltaTable.forPath(spark, path).version()
+    actions = DeltaLog.for_table(path).read_commit(version)
+    adds = [a for a in actions if isinstance(a, AddFile) and a.path not in old_files]  # not DV-only re-adds
+    cdcs = [a for a in actions if isinstance(a, AddCDCFile)]
+    assert adds and {c.partition_values["p"] for c in cdcs} == {"0", "1"}
+    assert all(c.path.startswith(f"_change_data/p={c.partition_values['p']}/") for c in cdcs)
+    for a in adds:
+        assert "_change_type" in pq.read_schema(os.path.join(path, a.path)).names
+        assert "_change_type" not in json.dumps(json.loads(a.stats))
+    changes = deltamerge.read_changes(spark, path, version, version).select("id", "p", "v", "_change_type")
+    expected = [
+        (1, 1, 10, "update_preimage"),
+        (1, 1, -1, "update_postimage"),
+        (2, 0, 20, "update_preimage"),
+        (2, 0, -2, "update_postimage"),
+        (4, 0, 40, "delete"),
+        (20, 0, 200, "insert"),
+    ]
+    assert _rows(changes) == sorted(expected)
+    table = sorted(tuple(r) for r in deltamerge.read(spark, path).select("id", "p", "v").collect())
+    assert table == sorted(
+        [(i, i % 2, i * 10) for i in range(12) if i not in (1, 2, 4)] + [(1, 1, -1), (2, 0, -2), (20, 0, 200)]
+    )
+    assert sorted(tuple(r) for r in _rs_rows(path, ["id", "p", "v"])) == table
+    if not dv:  # delta-rs reads a DV table's change feed only through its own writes' layout
+        theirs = pa.table(RsTable(path).load_cdf(starting_version=version, ending_version=version).read_all())
+        rs = [
+            (r["id"], r["p"], r["v"], r["_change_type"])
+            for r in theirs.select(["id", "p", "v", "_change_type"]).to_pylist()
+        ]
+        assert sorted(rs) == sorted(expected)
+
+    files_before = sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
+    with pytest.raises(InvariantViolationError, match="v_small"):
+        merge(spark.createDataFrame([(3, 1, 7000)], "id int, p int, v long"))
+    assert DeltaTable.forPath(spark, path).version() == version
+    assert sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True)) == files_before

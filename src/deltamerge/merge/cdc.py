@@ -3,8 +3,8 @@
 Every joined row becomes up to three output rows in one pass (an ``explode`` of a small array):
 the data row (no change type), and the change rows — ``insert`` (new values), ``update_preimage``
 (old target values) + ``update_postimage`` (new values), or ``delete`` (old values). Copied rows
-produce data only. Data rows and change rows are then written as data files and as ``_change_data``
-files from one persisted DataFrame, so the join runs once.
+produce data only. Data rows and change rows are then written by one Spark write, partitioned into
+data files and ``_change_data`` files, so the join runs once.
 """
 
 from __future__ import annotations
@@ -112,24 +112,9 @@ def explode_changes(
     return out
 
 
-def data_rows(changes: DataFrame) -> DataFrame:
-    """The rows that go into data files."""
-    return changes.where(F.col(_KIND).isNull()).drop(_KIND)
-
-
-def change_rows(changes: DataFrame, hidden: tuple[str, ...] = ()) -> DataFrame:
-    """The rows that go into ``_change_data`` files: the table columns, then ``_change_type``
-    (without row tracking's ``hidden`` columns)."""
-    cols = [F.col(quote_name(c)) for c in changes.columns if c != _KIND and c not in hidden]
-    return changes.where(F.col(_KIND).isNotNull()).select(*cols, F.col(_KIND).alias(CHANGE_TYPE))
-
-
 def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bool, copies: bool = True):  # type: ignore[no-untyped-def]
-    """Write data files and change-data files from one evaluation of the joined rows."""
-    from pyspark import StorageLevel
-
-    from deltamerge.spark.session import temporary_settings
-
+    """Write data files and change-data files in one job over the joined rows (Delta's one write
+    partitioned by ``__is_cdc``): no second evaluation of the join, nothing persisted."""
     changes = explode_changes(
         joined_with_action,
         ctx.rm,
@@ -138,13 +123,7 @@ def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bo
         identity=ctx.identity_schema(),
         tracking=ctx.row_tracking,
     )
-    # A cached plan keeps its shuffles' partition count unless AQE may change it: without this, each
-    # non-empty shuffle partition (of the join or of the delete de-duplication) became a data file.
-    with temporary_settings(ctx.spark, {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true"}):
-        changes = changes.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            adds = ctx.write(data_rows(changes))
-            cdc = ctx.write_cdc(change_rows(changes, tuple(ctx.row_tracking or ())))
-        finally:
-            changes.unpersist()
-    return adds, cdc
+    rows = changes.select(
+        *[F.col(quote_name(c)) for c in changes.columns if c != _KIND], F.col(_KIND).alias(CHANGE_TYPE)
+    )
+    return ctx.write_with_changes(rows, CHANGE_TYPE)

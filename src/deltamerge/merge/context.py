@@ -27,7 +27,7 @@ from deltamerge.merge.metrics import MergeMetrics
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, ROW_TRACKING_COLS, scan
 from deltamerge.spark.session import observed_values, session_time_zone
 from deltamerge.spark.types import quote_name, to_delta_schema
-from deltamerge.spark.write import to_add_files, to_cdc_files, write_parquet
+from deltamerge.spark.write import CDC_PARTITION, to_add_files, to_cdc_files, write_parquet
 
 
 @dataclass
@@ -148,7 +148,21 @@ class MergeContext:
 
     def write(self, df: DataFrame) -> list[AddFile]:
         """Write final-schema rows as new data files and return their AddFiles."""
-        df, identity_obs = observed_identity(self.fill_identity(df), self.rm.final_schema)
+        return self._write(self.fill_identity(df), None)[0]
+
+    def write_with_changes(self, df: DataFrame, change_type: str) -> tuple[list[AddFile], list[AddCDCFile]]:
+        """Write data rows and change rows in one job, as Delta does: ``df`` holds final-schema rows
+        (identity values filled) and the string column ``change_type``, NULL in data rows, which go
+        into data files, and the change type in change rows, which go into ``_change_data`` files.
+        Data files carry the (NULL) change type column too, like Delta's; readers read the table's
+        columns. Constraints are checked, and identity values observed, on data rows only."""
+        return self._write(df, change_type)
+
+    def _write(self, df: DataFrame, change_type: str | None) -> tuple[list[AddFile], list[AddCDCFile]]:
+        data_rows = None if change_type is None else F.col(quote_name(change_type)).isNull()
+        if change_type is not None:
+            df = df.withColumn(CDC_PARTITION, ~data_rows)  # type: ignore[operator]
+        df, identity_obs = observed_identity(df, self.rm.final_schema, data_rows)
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write and not self.optimize_write_bin_size:
             df = df.repartition(*[F.col(quote_name(p)) for p in parts])
@@ -169,12 +183,16 @@ class MergeContext:
             self.configuration,
             self.table_root,
             parts,
+            kind="data" if change_type is None else "mixed",
             timestamp_partition_columns=ts_parts,
             metadata=metadata,
             optimize_write_bin_size=self.optimize_write_bin_size,
             file_options=self.file_options,
+            checked_rows=data_rows,
         )
         self.written_paths += [w.relative_path for w in written]
+        changes = [w for w in written if w.change_data]
+        written = [w for w in written if not w.change_data]
         physical = physical_names(schema_json) if mapped else {}
         files = [os.path.join(self.table_root, w.relative_path) for w in written]
         seen = identity_extremes(identity_obs, files, identity_stored_names(self.rm.final_schema, physical))
@@ -197,33 +215,10 @@ class MergeContext:
         self.metrics.numTargetPartitionsAddedTo += (
             len({tuple(sorted(a.partition_values.items())) for a in adds}) if parts else 0
         )
-        return adds
-
-    def write_cdc(self, df: DataFrame) -> list[AddCDCFile]:
-        """Write change rows (table columns + ``_change_type``) under ``_change_data``."""
-        parts = list(self.partition_columns)
-        if parts and self.repartition_before_write and not self.optimize_write_bin_size:
-            df = df.repartition(*[F.col(quote_name(p)) for p in parts])
-        ts_parts = [
-            f.name
-            for f in self.rm.final_schema.fields
-            if f.name in parts and f.dataType.typeName() == "timestamp"
-        ]
-        written = write_parquet(
-            df,
-            self.table_root,
-            parts,
-            kind="cdc",
-            timestamp_partition_columns=ts_parts,
-            metadata=self.txn.metadata,
-            optimize_write_bin_size=self.optimize_write_bin_size,
-            file_options=self.file_options,
-        )
-        self.written_paths += [w.relative_path for w in written]
-        files = to_cdc_files(self.table_root, written)
-        self.metrics.numTargetChangeFilesAdded += len(files)
-        self.metrics.numTargetChangeFileBytes += sum(f.size for f in files)
-        return files
+        cdc = to_cdc_files(self.table_root, changes)
+        self.metrics.numTargetChangeFilesAdded += len(cdc)
+        self.metrics.numTargetChangeFileBytes += sum(f.size for f in cdc)
+        return adds, cdc
 
 
 def renamed_source(source: DataFrame) -> DataFrame:

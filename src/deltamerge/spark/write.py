@@ -43,6 +43,7 @@ class WrittenFile:
     partition_values: dict[str, str | None]
     size: int
     modification_time: int
+    change_data: bool = False  # a change-data file (below ``_change_data``)
 
 
 def _unescape_dir_value(raw: str) -> str | None:
@@ -88,25 +89,36 @@ def _move_into_table(
         rel_dir = "" if rel_dir == "." else rel_dir
         if not _data_dir(rel_dir, keys):
             continue
+        is_cdc = kind == "cdc"
+        if kind == "mixed":  # the first level, CDC_PARTITION=true|false, says where a file goes
+            first, _, rel_dir = rel_dir.partition(os.sep)
+            is_cdc = first == f"{CDC_PARTITION}=true"
         for name in sorted(names):
             if not name.endswith(".parquet") or name.startswith(("_", ".")):
                 continue
             values: dict[str, str | None] = {}
-            if partition_columns:
+            if rel_dir:
                 for segment in rel_dir.split(os.sep):
                     key, _, raw = segment.partition("=")
                     key = unquote(key)
                     values[key] = _unescape_dir_value(raw)
-            prefix = "_change_data" if kind == "cdc" else ""
+            prefix = "_change_data" if is_cdc else ""
             final_rel = os.path.join(prefix, rel_dir, name) if (prefix or rel_dir) else name
             final_abs = os.path.join(table_root, final_rel)
             os.makedirs(os.path.dirname(final_abs), exist_ok=True)
             os.rename(os.path.join(dirpath, name), final_abs)
             st = os.stat(final_abs)
             written.append(
-                WrittenFile(final_rel.replace(os.sep, "/"), values, st.st_size, int(st.st_mtime * 1000))
+                WrittenFile(
+                    final_rel.replace(os.sep, "/"), values, st.st_size, int(st.st_mtime * 1000), is_cdc
+                )
             )
     return written
+
+
+#: The partition column of a write of data and change rows together (Delta's ``__is_cdc``): true
+#: for change rows, which go below ``_change_data``. Not a table column; no file holds it.
+CDC_PARTITION = "__is_cdc"
 
 
 @internal_plan
@@ -129,7 +141,11 @@ def write_parquet(
     Parquet field ids in ``id`` mode. ``optimize_write_bin_size`` (see
     :func:`optimized_write_bin_size`) writes files of about that many shuffle bytes, each table
     partition's rows in as few files as that allows. ``file_options`` are the Parquet writer options
-    Delta passes on from a DataFrame write (see :func:`file_writer_options`)."""
+    Delta passes on from a DataFrame write (see :func:`file_writer_options`).
+
+    ``kind``: "data" files go below the table root, "cdc" files below ``_change_data``; "mixed"
+    writes both in one job, ``df`` carrying a boolean :data:`CDC_PARTITION` column that says
+    which (as Delta writes a MERGE's data and change rows)."""
     spark = df.sparkSession
     prepare_session(spark)
     check_no_nested_void(df.schema)
@@ -164,6 +180,8 @@ def write_parquet(
     writer = df.write.mode("overwrite").options(**(file_options or {}))
     if max_records_per_file:
         writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
+    if kind == "mixed":
+        partition_columns = [CDC_PARTITION, *partition_columns]
     if partition_columns:
         writer = writer.partitionBy(*partition_columns)
     try:
