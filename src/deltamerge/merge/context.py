@@ -159,9 +159,10 @@ class MergeContext:
         return self._write(df, change_type)
 
     def _write(self, df: DataFrame, change_type: str | None) -> tuple[list[AddFile], list[AddCDCFile]]:
-        data_rows = None if change_type is None else F.col(quote_name(change_type)).isNull()
+        data_rows: Column | None = None
         if change_type is not None:
-            df = df.withColumn(CDC_PARTITION, ~data_rows)  # type: ignore[operator]
+            data_rows = F.col(quote_name(change_type)).isNull()
+            df = df.withColumn(CDC_PARTITION, ~data_rows)
         df, identity_obs = observed_identity(df, self.rm.final_schema, data_rows)
         parts = list(self.partition_columns)
         if parts and self.repartition_before_write and not self.optimize_write_bin_size:

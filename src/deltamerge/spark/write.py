@@ -33,6 +33,9 @@ from deltamerge.spark.types import as_nullable, is_collated, quote_if_needed, qu
 
 STAGING_PREFIX = ".dm-staging-"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+#: The partition column of a write of data and change rows together (Delta's ``__is_cdc``): true
+#: for change rows, which go below ``_change_data``. Not a table column; no file holds it.
+CDC_PARTITION = "__is_cdc"
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def _move_into_table(
         rel_dir = "" if rel_dir == "." else rel_dir
         if not _data_dir(rel_dir, keys):
             continue
-        is_cdc = kind == "cdc"
+        is_cdc = False
         if kind == "mixed":  # the first level, CDC_PARTITION=true|false, says where a file goes
             first, _, rel_dir = rel_dir.partition(os.sep)
             is_cdc = first == f"{CDC_PARTITION}=true"
@@ -116,11 +119,6 @@ def _move_into_table(
     return written
 
 
-#: The partition column of a write of data and change rows together (Delta's ``__is_cdc``): true
-#: for change rows, which go below ``_change_data``. Not a table column; no file holds it.
-CDC_PARTITION = "__is_cdc"
-
-
 @internal_plan
 def write_parquet(
     df: DataFrame,
@@ -143,8 +141,8 @@ def write_parquet(
     partition's rows in as few files as that allows. ``file_options`` are the Parquet writer options
     Delta passes on from a DataFrame write (see :func:`file_writer_options`).
 
-    ``kind``: "data" files go below the table root, "cdc" files below ``_change_data``; "mixed"
-    writes both in one job, ``df`` carrying a boolean :data:`CDC_PARTITION` column that says
+    ``kind``: "data" writes data files; "mixed" writes data files and change-data files (below
+    ``_change_data``) in one job, ``df`` carrying a boolean :data:`CDC_PARTITION` column that says
     which (as Delta writes a MERGE's data and change rows)."""
     spark = df.sparkSession
     prepare_session(spark)
