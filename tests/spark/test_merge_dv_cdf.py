@@ -224,7 +224,7 @@ def test_cdf_merge_writes_data_and_change_files_in_one_write(spark, tmp_path, dv
         [(i, i % 2, i * 10) for i in range(12) if i not in (1, 2, 4)] + [(1, 1, -1), (2, 0, -2), (20, 0, 200)]
     )
     assert sorted(tuple(r) for r in _rs_rows(path, ["id", "p", "v"])) == table
-    if not dv:  # delta-rs reads a DV table's change feed only through its own writes' layout
+    if not dv:  # delta-rs's change-feed reader is checked on the copy-on-write table
         theirs = pa.table(RsTable(path).load_cdf(starting_version=version, ending_version=version).read_all())
         rs = [
             (r["id"], r["p"], r["v"], r["_change_type"])
