@@ -231,6 +231,16 @@ def test_cdf_merge_writes_data_and_change_files_in_one_write(spark, tmp_path, dv
             for r in theirs.select(["id", "p", "v", "_change_type"]).to_pylist()
         ]
         assert sorted(rs) == sorted(expected)
+        # delta-rs merges into the files that carry the extra column; both read the result.
+        rs_source = pa.table({"id": pa.array([3], pa.int32()), "p": pa.array([1], pa.int32()), "v": [33]})
+        RsTable(path).merge(rs_source, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update(
+            {"v": "s.v"}
+        ).execute()
+        table = sorted((i, q, 33 if i == 3 else w) for i, q, w in table)
+        assert (
+            sorted(tuple(r) for r in deltamerge.read(spark, path).select("id", "p", "v").collect()) == table
+        )
+        version = DeltaTable.forPath(spark, path).version()
 
     files_before = sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
     with pytest.raises(InvariantViolationError, match="v_small"):
