@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import glob
+import json
+import os
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable as RsTable
 
 import deltamerge
 from deltamerge import DeltaTable
+from deltamerge.errors import InvariantViolationError
+from deltamerge.log.actions import AddCDCFile, AddFile
+from deltamerge.log.snapshot import DeltaLog
 
 pytestmark = pytest.mark.spark
 
@@ -121,8 +129,6 @@ def test_insert_only_merge_on_cdf_table_writes_no_change_files(spark, tmp_path):
     DeltaTable.forPath(spark, path).alias("t").merge(
         src.alias("s"), "t.id = s.id"
     ).whenNotMatchedInsertAll().execute()
-    from deltamerge.log.actions import AddCDCFile
-    from deltamerge.log.snapshot import DeltaLog
 
     snap = deltamerge.io.snapshot_for(path)
     assert not any(isinstance(a, AddCDCFile) for a in DeltaLog.for_table(path).read_commit(snap.version))
@@ -169,16 +175,6 @@ def test_cdf_merge_writes_data_and_change_files_in_one_write(spark, tmp_path, dv
     ``__is_cdc``): data files carry the NULL ``_change_type`` column as Delta's do (readers read the
     table's columns; statistics leave it out), change files go below ``_change_data/<partition>``.
     A row that breaks a CHECK constraint still fails the merge, leaving nothing behind."""
-    import glob
-    import json
-    import os
-
-    import pyarrow.parquet as pq
-
-    from deltamerge.errors import InvariantViolationError
-    from deltamerge.log.actions import AddCDCFile, AddFile
-    from deltamerge.log.snapshot import DeltaLog
-
     path = str(tmp_path / "t")
     df = spark.range(0, 12, 1, 2).selectExpr(
         "cast(id as int) as id", "cast(id % 2 as int) as p", "id * 10 as v"

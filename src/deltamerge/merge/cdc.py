@@ -18,10 +18,8 @@ from deltamerge.merge.analysis import ResolvedMerge, tcol
 from deltamerge.merge.clauses import ActionType
 from deltamerge.merge.output import ACTION, COPY, output_columns, sql_col
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL
-from deltamerge.spark.types import quote_name
 
 CHANGE_TYPE = "_change_type"
-_KIND = "__dm_kind"
 
 
 def _old_values(rm: ResolvedMerge) -> list[Column]:
@@ -50,7 +48,8 @@ def explode_changes(
     identity: StructType | None = None,
     tracking: tuple[str, str] | None = None,
 ) -> DataFrame:
-    """Joined rows (with the action code) -> data rows and change rows, told apart by ``_KIND``.
+    """Joined rows (with the action code) -> data rows and change rows, told apart by ``_change_type``
+    (NULL in data rows; no table column has that name when the feed is on).
 
     ``dedupe_deletes``: when duplicate matches are allowed (one unconditional DELETE), a target
     row joined with several source rows yields one ``delete`` record (keyed by file and row index,
@@ -97,14 +96,15 @@ def explode_changes(
     # Explode, then drop the empty entries: filtering the array instead would put the values in a
     # higher-order function, where Spark refuses a scalar subquery (one in an UPDATE SET value).
     exploded = joined_with_action.select(*keys, F.explode(entries).alias("e")).where(F.col("e").isNotNull())
+    # The change type goes last, where Delta's files hold it (NULL in data rows).
     out = exploded.select(
-        *keys, F.col("e.k").alias(_KIND), *[F.col(f"e.v{j}").alias(n) for j, n in enumerate(names)]
+        *keys, *[F.col(f"e.v{j}").alias(n) for j, n in enumerate(names)], F.col("e.k").alias(CHANGE_TYPE)
     )
     if dedupe_deletes:
-        rank = F.row_number().over(Window.partitionBy(FILE_COL, ROW_INDEX_COL, _KIND).orderBy(F.lit(1)))
+        rank = F.row_number().over(Window.partitionBy(FILE_COL, ROW_INDEX_COL, CHANGE_TYPE).orderBy(F.lit(1)))
         out = out.withColumn("__dm_rank", rank).where(
-            F.col(_KIND).isNull()
-            | (F.col(_KIND) != F.lit("delete"))
+            F.col(CHANGE_TYPE).isNull()
+            | (F.col(CHANGE_TYPE) != F.lit("delete"))
             | F.col(FILE_COL).isNull()
             | (F.col("__dm_rank") == 1)
         )
@@ -123,7 +123,4 @@ def write_with_changes(ctx, joined_with_action: DataFrame, *, dedupe_deletes: bo
         identity=ctx.identity_schema(),
         tracking=ctx.row_tracking,
     )
-    rows = changes.select(
-        *[F.col(quote_name(c)) for c in changes.columns if c != _KIND], F.col(_KIND).alias(CHANGE_TYPE)
-    )
-    return ctx.write_with_changes(rows, CHANGE_TYPE)
+    return ctx.write_with_changes(changes, CHANGE_TYPE)
