@@ -1197,3 +1197,40 @@ def test_pruned_candidates_are_logged(spark, tmp_path, caplog):
     assert record.files_after_pruning == 1
     assert record.bytes_after_pruning in files.values()
     assert "1 of 10 candidate files" in record.getMessage()
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_integer_keys_of_other_widths_prune_and_take_the_broadcast_variants(spark, tmp_path, monkeypatch, dv):
+    """``t.id = s.id`` with an INT source key against a BIGINT target key (an SQL literal, a
+    DataFrame of Python ints typed int) compares the widened values: the source keys still prune
+    files, count as unique and let the broadcast variants run (the Delta-shaped job 1 does not).
+    A BIGINT source key against a narrower INT target key matches no row for values beyond INT."""
+    from deltamerge.merge import classic
+
+    path = str(tmp_path / "t")
+    _table(spark, path, dv=dv)
+    src = spark.createDataFrame([(150, 1, None), (151, 1, None), (5000, 2, None)], "id int, v int, d date")
+    rm, snap = _resolved(spark, path, src, "t.id = s.id")
+    from deltamerge.merge.context import renamed_source
+    from deltamerge.merge.pruning import summarize_source_keys
+
+    s = summarize_source_keys(rm, renamed_source(src), snap.files, prune=True, check_unique=True)
+    assert len(s.files) == 1 and s.unique and s.rows == 3
+    dup = spark.createDataFrame([(150, 1, None), (150, 2, None)], "id smallint, v int, d date")
+    rm2, _ = _resolved(spark, path, dup, "t.id = s.id")
+    assert not summarize_source_keys(rm2, renamed_source(dup), snap.files, prune=True, check_unique=True).unique
+
+    job_one = []
+    real = classic.find_touched_files
+    monkeypatch.setattr(classic, "find_touched_files", lambda *a, **k: job_one.append(1) or real(*a, **k))
+    res = _run(spark, path, src, "t.id = s.id", UPSERT)
+    assert res == (3, 2, 0, 1) and not job_one
+    rows = _rows(spark, path)
+    assert (150, 1, None) in rows and (5000, 2, None) in rows and len(rows) == 1001
+
+    # v is INT (0..6) in the table; a BIGINT source value 2^32 + 3 is not 3 (were it narrowed, both
+    # source rows would match the target row id 10, v 3).
+    wide = spark.createDataFrame([(2**32 + 3, 10), (3, 10)], "v long, w long")
+    res = _run(spark, path, wide, "t.v = s.v AND t.id = s.w", [("whenMatchedDelete",)])
+    assert res == (1, 0, 1, 0)
+    assert len(_rows(spark, path)) == 1000 and (10, 3, dt.date(2024, 1, 11)) not in _rows(spark, path)

@@ -83,9 +83,20 @@ def _atomic(t: DataType) -> bool:
     return not isinstance(t, (ArrayType, MapType, StructType))
 
 
+def _same_values(t: DataType, s: DataType) -> bool:
+    """Whether Spark's ``t = s`` compares the values themselves: the same type, or two integer
+    types (the narrower widened, which keeps every value and so the keys' distinctness and order:
+    an INT literal or DataFrame column against a BIGINT key)."""
+    return t == s or (isinstance(t, _INTEGRAL) and isinstance(s, _INTEGRAL))
+
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
 def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
     """ON conjuncts that equate a top-level target column with a source column of the same type
-    (of a type with exact min/max statistics when ``bounded_only``, else any atomic type)."""
+    or both of integer types (of a type with exact min/max statistics when ``bounded_only``, else
+    any atomic type)."""
     accept = _bounded if bounded_only else _atomic
     out = []
     n_target, n_source = len(rm.target_schema.fields), len(rm.source_schema.fields)
@@ -99,7 +110,7 @@ def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
             if ti is None or si is None or ti >= n_target or si >= n_source:
                 continue
             t_type = rm.target_schema.fields[ti].dataType
-            if accept(t_type) and rm.source_schema.fields[si].dataType == t_type:
+            if accept(t_type) and _same_values(t_type, rm.source_schema.fields[si].dataType):
                 out.append(EquiKey(ti, si, isinstance(node, exp.NullSafeEQ)))
                 break
     return out
