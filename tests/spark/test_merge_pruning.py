@@ -1206,19 +1206,19 @@ def test_integer_keys_of_other_widths_prune_and_take_the_broadcast_variants(spar
     files, count as unique and let the broadcast variants run (the Delta-shaped job 1 does not).
     A BIGINT source key against a narrower INT target key matches no row for values beyond INT."""
     from deltamerge.merge import classic
+    from deltamerge.merge.context import renamed_source
+    from deltamerge.merge.pruning import summarize_source_keys
 
     path = str(tmp_path / "t")
     _table(spark, path, dv=dv)
     src = spark.createDataFrame([(150, 1, None), (151, 1, None), (5000, 2, None)], "id int, v int, d date")
     rm, snap = _resolved(spark, path, src, "t.id = s.id")
-    from deltamerge.merge.context import renamed_source
-    from deltamerge.merge.pruning import summarize_source_keys
-
     s = summarize_source_keys(rm, renamed_source(src), snap.files, prune=True, check_unique=True)
     assert len(s.files) == 1 and s.unique and s.rows == 3
     dup = spark.createDataFrame([(150, 1, None), (150, 2, None)], "id smallint, v int, d date")
     rm2, _ = _resolved(spark, path, dup, "t.id = s.id")
-    assert not summarize_source_keys(rm2, renamed_source(dup), snap.files, prune=True, check_unique=True).unique
+    dup_summary = summarize_source_keys(rm2, renamed_source(dup), snap.files, prune=True, check_unique=True)
+    assert not dup_summary.unique
 
     job_one = []
     real = classic.find_touched_files
