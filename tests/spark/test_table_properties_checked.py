@@ -112,6 +112,25 @@ def test_session_defaults_and_the_escape_hatch(spark, tmp_path):
     assert deltamerge.read(spark, str(tmp_path / "b")).count() == 2
 
 
+def test_all_settings_read_in_a_few_round_trips_equal_spark_conf_get_all(spark):
+    """``all_settings`` (session defaults of new tables) reads the keys and values joined in one
+    string each; a value holding the separator falls back to PySpark's walk of the map."""
+    from deltamerge.spark.session import all_settings
+    from py4j_trips import round_trips
+
+    spark.conf.set(DEFAULTS + "appendOnly", "true")
+    try:
+        with round_trips() as trips:
+            got = all_settings(spark)
+        assert got == {str(k): str(v) for k, v in spark.conf.getAll.items()}
+        assert got[DEFAULTS + "appendOnly"] == "true" and len(trips) <= 8 < len(got)
+        spark.conf.set("deltamerge.test.odd", "a\u0000b -> c")
+        assert all_settings(spark)["deltamerge.test.odd"] == "a\u0000b -> c"
+    finally:
+        spark.conf.unset(DEFAULTS + "appendOnly")
+        spark.conf.unset("deltamerge.test.odd")
+
+
 def test_stats_columns_are_checked_against_the_schema(spark, tmp_path):
     path = str(tmp_path / "t")
     columns = "id INT, s STRUCT<x: INT, b: BOOLEAN>, p STRING"
