@@ -149,3 +149,62 @@ def test_python_udf_registered_in_the_merges_own_session(spark, tmp_path):
         .whenMatchedUpdate(set={"v": shout(F.col("s.v"))}).execute()
     )  # fmt: skip
     assert [tuple(r) for r in deltamerge.read(other, path).collect()] == [(1, "X")]
+
+
+def test_chained_struct_field_updates_edit_one_struct(spark, tmp_path):
+    """A chain of withField / dropFields calls (long, nested, dropping and re-adding, descending
+    into a struct set by an earlier call) merges as Spark evaluates the same Column: each chain is
+    rebuilt once, not once per call (12 calls on a 5-field struct would repeat the innermost struct
+    6^12 times)."""
+    from pyspark.sql import functions as F
+
+    import deltamerge
+    from deltamerge import DeltaTable
+
+    schema = (
+        "id INT, s STRUCT<a: INT, b: STRING, c: INT, n: STRUCT<x: INT, y: INT>, m: STRUCT<p: INT, q: STRING>>"
+    )
+    rows = [(1, (1, "a", 10, (1, 2), (5, "e"))), (2, None), (3, (3, "c", 30, None, (6, "f"))),
+            (4, (4, "d", 40, (4, 4), None))]  # fmt: skip
+    source = spark.createDataFrame(
+        [(1, 9, "p"), (2, 8, "q"), (3, 7, "r"), (4, 6, "s")], "id INT, v INT, w STRING"
+    )
+    s, v, w = F.col("t.s"), F.col("s.v"), F.col("s.w")
+    long_chain = s
+    for i in range(4):
+        long_chain = (
+            long_chain.withField("a", v + i).withField("n.x", v * i).withField("m.q", F.concat(w, F.lit(i)))
+        )
+    chains = {
+        "long": long_chain,
+        "drop_and_add_again": s.dropFields("c").withField("c", v).dropFields("n.x").withField("n.x", v + 1),
+        "descend_into_a_new_struct": s.withField("n", F.struct(F.lit(1).alias("x"), F.lit(2).alias("y")))
+        .withField("n.y", v)
+        .withField("A", F.lit(0)),
+    }
+
+    def canonical(r):  # by name, as the merge assigns a struct (case-insensitively)
+        if r is None:
+            return None
+        d = {k.lower(): r[k] for k in r.__fields__}
+        inner = [None if d[k] is None else tuple(d[k][f] for f in fs) for k, fs in (("n", "xy"), ("m", "pq"))]
+        return (d["a"], d["b"], d["c"], *inner)
+
+    for label, value in chains.items():
+        path = str(tmp_path / label)
+        deltamerge.write(spark.createDataFrame(rows, schema), path)
+        target = spark.createDataFrame(rows, schema).alias("t")
+        expected = sorted(
+            (r.id, canonical(r.s))
+            for r in target.join(source.alias("s"), F.col("t.id") == F.col("s.id"))
+            .select("t.id", value.alias("s"))
+            .collect()
+        )
+        (
+            DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+            .whenMatchedUpdate(set={"s": value})
+            .execute()
+        )  # fmt: skip
+        got = sorted((r.id, canonical(r.s)) for r in deltamerge.read(spark, path).collect())
+        assert got == expected, label
+        assert got[1] == (2, None)  # a NULL struct stays NULL
