@@ -785,6 +785,7 @@ def test_streaming_sink(connect_spark, tmp_path):
             shutil.rmtree(location, ignore_errors=True)
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("replace", [False, True], ids=["upsert", "replace"])
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_join_free_upsert_and_replace(connect_spark, tmp_path, monkeypatch, dv, replace):
@@ -824,6 +825,7 @@ def test_join_free_upsert_and_replace(connect_spark, tmp_path, monkeypatch, dv, 
     assert _rows(DeltaTable.forPath(spark, path).toDF()) == sorted(expected.items())
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_insert_only_semi_join(connect_spark, tmp_path, monkeypatch, dv):
     """An insert-only merge anti-joins the source with the matched target rows only

@@ -75,6 +75,7 @@ def _compare(spark, tmp_path, monkeypatch, source, clauses, make=_target, guess=
     return ran[0], results
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize(
     "clauses",
     [

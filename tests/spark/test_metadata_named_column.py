@@ -20,6 +20,7 @@ def _rows(spark, path):
     return sorted((r.id, r.v, r._metadata.name) for r in deltamerge.read(spark, path).collect())
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
 @pytest.mark.parametrize("features", sorted(FEATURES))
 def test_merge_update_delete_on_a_table_with_a_metadata_column(spark, tmp_path, features, partitioned):

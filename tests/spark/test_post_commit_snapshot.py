@@ -41,6 +41,7 @@ def _fresh(path: str) -> Snapshot:
     return DeltaLog(path).snapshot()
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("features", list(FEATURES))
 @pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
 def test_snapshot_after_commit_equals_a_fresh_load(spark, tmp_path, monkeypatch, features, partitioned):

@@ -316,6 +316,7 @@ def _pipeline(spark, path: str, table: int) -> tuple[list[tuple], list[tuple]]:
     return results, sorted(tuple(r) for r in deltamerge.read(spark, path).collect())
 
 
+@pytest.mark.sampled(stride=2)
 @pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
 def test_pipelines_in_threads_on_one_session(spark, tmp_path, dv) -> None:
     """Users merge into several tables at once from a thread pool sharing one SparkSession: each
