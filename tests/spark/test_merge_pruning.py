@@ -1234,3 +1234,45 @@ def test_integer_keys_of_other_widths_prune_and_take_the_broadcast_variants(spar
     res = _run(spark, path, wide, "t.v = s.v AND t.id = s.w", [("whenMatchedDelete",)])
     assert res == (1, 0, 1, 0)
     assert len(_rows(spark, path)) == 1000 and (10, 3, dt.date(2024, 1, 11)) not in _rows(spark, path)
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_multiple_matches_reported_before_a_write_error(spark, tmp_path, dv):
+    """Two source rows matching one target row and an inserted value overflowing its column: Delta's
+    job 1 reports the matches before anything is written, so the merge fails with
+    DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE (executions that write in the job that
+    finds the matches met the overflow first) and the table is unchanged."""
+    from deltamerge.errors import DeltaMergeError, MultipleSourceRowMatchingTargetRowError
+
+    path = str(tmp_path / "t")
+    conf = {"delta.enableDeletionVectors": str(dv).lower()}
+    deltamerge.write(
+        spark.createDataFrame([(i, 1) for i in range(100)], "k smallint, v smallint"),
+        path,
+        configuration=conf,
+    )
+    version, before = DeltaLog.for_table(path).update().version, _rows(spark, path)
+    src = spark.createDataFrame([(5, 1), (5, 2), (1000, 2**40)], "k smallint, v bigint")
+    with pytest.raises(MultipleSourceRowMatchingTargetRowError):
+        _run(
+            spark,
+            path,
+            src,
+            "t.k = s.k",
+            [("whenMatchedUpdate", None, {"v": "s.v"}), ("whenNotMatchedInsertAll",)],
+        )
+    assert DeltaLog.for_table(path).update().version == version and _rows(spark, path) == before
+    # without the duplicate, the overflow itself
+    with pytest.raises(DeltaMergeError, match="DELTA_CAST_OVERFLOW_IN_TABLE_WRITE"):
+        _run(
+            spark,
+            path,
+            src.where("v != 2"),
+            "t.k = s.k",
+            [("whenMatchedUpdate", None, {"v": "s.v"}), ("whenNotMatchedInsertAll",)],
+        )
+    assert not [
+        n
+        for n in os.listdir(path)
+        if n.endswith(".parquet") and n not in {f.path for f in DeltaLog.for_table(path).update().files}
+    ]

@@ -328,7 +328,11 @@ def _run(
     committing = False
     try:
         with temporary_settings(spark, _wide_plan_settings(spark, snapshot, source)):
-            actions = _execute(ctx, plan)
+            try:
+                actions = _execute(ctx, plan)
+            except Exception as e:
+                _multiple_matches_first(ctx, plan, e)
+                raise
         if rearranging:
             actions = _rearranged(actions)
         _check_source_unchanged(spark, metrics)
@@ -438,6 +442,26 @@ def _check_source_unchanged(spark: SparkSession, m: MergeMetrics) -> None:
             f"{m.numSourceRows} rows in the first scan and {second} in the second. Make the source "
             "deterministic, or let MERGE materialize it (spark.databricks.delta.merge.materializeSource)."
         )  # Delta raises this one without an error class
+
+
+def _multiple_matches_first(ctx: MergeContext, plan: MergePlan, error: Exception) -> None:
+    """Raise Delta's multiple-match error when ``error`` came from an execution that writes in the
+    job that also finds the matches (a value overflowing its column, a constraint) while a target
+    row was matched by several source rows: Delta's job 1 reports those before anything is
+    written. Only when the source may hold duplicate keys; any other outcome leaves ``error``."""
+    from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
+    from deltamerge.merge.classic import find_touched_files
+
+    if ctx.source_unique is True or plan.executor == "insertOnly" or not plan.candidate_files:
+        return
+    if isinstance(error, MultipleSourceRowMatchingTargetRowError):
+        return
+    try:
+        find_touched_files(ctx, plan.candidate_files)
+    except MultipleSourceRowMatchingTargetRowError as duplicate:
+        raise duplicate from error
+    except Exception:
+        return
 
 
 def _execute(ctx: MergeContext, plan: MergePlan) -> list[Action]:
