@@ -448,13 +448,17 @@ def _multiple_matches_first(ctx: MergeContext, plan: MergePlan, error: Exception
     """Raise Delta's multiple-match error when ``error`` came from an execution that writes in the
     job that also finds the matches (a value overflowing its column, a constraint) while a target
     row was matched by several source rows: Delta's job 1 reports those before anything is
-    written. Only when the source may hold duplicate keys; any other outcome leaves ``error``."""
-    from deltamerge.errors import MultipleSourceRowMatchingTargetRowError
+    written. Only when the source may hold duplicate keys, and not for an analysis error (Delta
+    reports those before job 1 runs); any other outcome leaves ``error``."""
+    from pyspark.errors import AnalysisException
+
+    from deltamerge.errors import AnalysisError, MultipleSourceRowMatchingTargetRowError
     from deltamerge.merge.classic import find_touched_files
 
+    settled = (MultipleSourceRowMatchingTargetRowError, AnalysisError, AnalysisException)
     if ctx.source_unique is True or plan.executor == "insertOnly" or not plan.candidate_files:
         return
-    if isinstance(error, MultipleSourceRowMatchingTargetRowError):
+    if isinstance(error, settled):
         return
     try:
         find_touched_files(ctx, plan.candidate_files)

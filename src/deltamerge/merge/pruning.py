@@ -73,10 +73,13 @@ def _internal_index(node: exp.Expr, prefix: str) -> int | None:
     return int(name[len(prefix) :])
 
 
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
 def _bounded(t: DataType) -> bool:
     # Exact bounds in Delta stats: integers and dates (strings may be truncated, timestamps are
     # rounded to milliseconds, floats have NaN).
-    return isinstance(t, (ByteType, ShortType, IntegerType, LongType, DateType))
+    return isinstance(t, (*_INTEGRAL, DateType))
 
 
 def _atomic(t: DataType) -> bool:
@@ -88,9 +91,6 @@ def _same_values(t: DataType, s: DataType) -> bool:
     types (the narrower widened, which keeps every value and so the keys' distinctness and order:
     an INT literal or DataFrame column against a BIGINT key)."""
     return t == s or (isinstance(t, _INTEGRAL) and isinstance(s, _INTEGRAL))
-
-
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 
 
 def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:

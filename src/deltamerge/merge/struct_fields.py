@@ -4,8 +4,8 @@ Spark's ``UpdateFields`` has no SQL form, and deltamerge runs every builder argu
 the Column converter writes marker calls (``spark/columns.py``: ``__dm_with_field(struct, 'a.b',
 value)``, ``__dm_drop_field(struct, 'a')``). Once MERGE analysis has resolved the references, the
 struct's type is known and each marker becomes what Spark computes: a ``named_struct`` of the
-struct's fields with one replaced, added at the end or left out, NULL when the struct is NULL
-(innermost markers first, so chained calls see the fields added before them).
+struct's fields with one replaced, added at the end or left out, NULL when the struct is NULL. A
+chain of calls edits one struct in call order and is written once (see ``_Struct``).
 """
 
 from __future__ import annotations
