@@ -77,6 +77,29 @@ def test_modes(spark, table_path: str) -> None:
     assert all(r["dataChange"] and r["extendedFileMetadata"] and "size" in r for r in removes)
 
 
+def test_a_table_deleted_and_written_again_at_its_path_is_the_new_table(spark, table_path: str) -> None:
+    """A notebook that removes a table's directory and creates it again: the new table's commits
+    have the old one's names, and every read, write and MERGE must see the new files."""
+    import shutil
+
+    deltamerge.write(_df(spark, [1, 2]), table_path)
+    assert _ids(spark, table_path) == [1, 2]
+    shutil.rmtree(table_path)
+    assert deltamerge.write(_df(spark, [5, 6]), table_path) == 0
+    assert _ids(spark, table_path) == [5, 6]
+    table = DeltaTable.forPath(spark, table_path)
+    result = (
+        table.alias("t")
+        .merge(_df(spark, [6, 7]).alias("s"), "t.id = s.id")
+        .whenMatchedDelete()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    assert tuple(result.first()) == (2, 0, 1, 1)
+    assert _ids(spark, table_path) == [5, 7]
+    assert [r.version for r in table.history().collect()] == [1, 0]
+
+
 def test_ignore_and_append_create_missing_table(spark, tmp_path: Path) -> None:
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     assert deltamerge.write(_df(spark, [1]), a, mode="ignore") == 0

@@ -154,7 +154,9 @@ class DeltaLog:
         self.table_root = _normalize_root(table_root)
         self.store: LogStore = store if store is not None else LocalLogStore(self.table_root)
         self._lock = threading.RLock()
-        self._cached: Snapshot | None = None
+        # The latest snapshot and the identity of the log file it ends with: a table deleted and
+        # created again at the same path has a file of the same name that is not the same file.
+        self._cached: tuple[Snapshot, tuple[int, ...]] | None = None
 
     def __repr__(self) -> str:
         return f"DeltaLog({self.table_root!r})"
@@ -206,9 +208,9 @@ class DeltaLog:
             return self.update()
         if version < 0:
             raise VersionNotFoundError(f"Cannot time travel to version {version}: versions start at 0.")
-        cached = self._cached
-        if cached is not None and cached.version == version:
-            return cached
+        entry = self._cached
+        if entry is not None and entry[0].version == version and self._mark(version) == entry[1]:
+            return entry[0]
         return self._load(version)
 
     def update(self, known: Mapping[int, Sequence[Action]] | None = None) -> Snapshot:
@@ -218,20 +220,29 @@ class DeltaLog:
         files hold): those are applied as they are instead of read back and parsed again, which
         for a commit of thousands of files took longer than the rest of the update."""
         with self._lock:
-            cached = self._cached
-            snap = self._load(None) if cached is None else self._extend(cached, known or {})
-            self._cached = snap
+            entry = self._cached
+            if entry is None or self._mark(entry[0].version) != entry[1]:
+                # First use, or the table was deleted (and maybe created again) underneath us.
+                snap = self._load(None)
+            else:
+                snap = self._extend(entry[0], known or {})
+            if entry is None or snap is not entry[0]:
+                mark = self._mark(snap.version)
+                self._cached = None if mark is None else (snap, mark)
             return snap
+
+    def _mark(self, version: int) -> tuple[int, ...] | None:
+        """The identity of the file the log ends with at ``version``: its commit, else its
+        checkpoint; ``None`` when neither exists."""
+        mark = self.store.identity(filenames.commit_name(version))
+        if mark is None:
+            mark = self.store.identity(filenames.checkpoint_name(version))
+        return mark
 
     def _extend(self, cached: Snapshot, known: Mapping[int, Sequence[Action]]) -> Snapshot:
         listing = list_log(self.store, cached.version + 1)
         if listing.latest_version < 0:
-            # Nothing new. Make sure the table was not deleted or replaced underneath us.
-            if self.store.exists(filenames.commit_name(cached.version)) or self.store.exists(
-                filenames.checkpoint_name(cached.version)
-            ):
-                return cached
-            return self._load(None)
+            return cached  # nothing new
         target = listing.latest_version
         if cached._state is None or missing_commits(listing, cached.version + 1, target):
             return self._load(None)

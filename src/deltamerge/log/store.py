@@ -61,6 +61,11 @@ class LogStore(Protocol):
         """Modification time of ``name`` in milliseconds since the epoch."""
         ...
 
+    def identity(self, name: str) -> tuple[int, ...] | None:
+        """What tells this file from another of the same name written later (a deleted and
+        re-created table): its file id, size and modification time; ``None`` if absent."""
+        ...
+
 
 class LocalLogStore:
     """:class:`LogStore` over ``<table_root>/_delta_log`` on a POSIX file system.
@@ -189,6 +194,14 @@ class LocalLogStore:
     def mtime(self, name: str) -> int:
         """File modification time in ms."""
         return os.stat(self.path(name)).st_mtime_ns // 1_000_000
+
+    def identity(self, name: str) -> tuple[int, ...] | None:
+        """``(device, inode, size, mtime_ns)`` of a log file, ``None`` if absent."""
+        try:
+            st = os.stat(self.path(name))
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _fsync_dir(directory: str) -> None:

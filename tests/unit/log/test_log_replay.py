@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import pytest
 from logtest_helpers import RawTable, add, dv, remove
@@ -250,6 +251,24 @@ def test_update_after_table_recreated(table: RawTable) -> None:
         table.store.delete(name)
     table.create(add("b0"))
     assert log.update().version == 0 and paths(log.snapshot()) == ["b0"]
+
+
+@pytest.mark.parametrize("new_versions", [1, 3])
+def test_a_table_deleted_and_created_again_is_read_anew(table: RawTable, new_versions: int) -> None:
+    """A new table's commits may have the names the cached snapshot's had: the same version, or more
+    versions on top of it (which the cache must not extend the old table's state with)."""
+    table.create(add("a0"))
+    log = table.log()
+    assert paths(log.snapshot()) == ["a0"]
+    shutil.rmtree(table.root)
+    table.create(add("b0"))
+    for v in range(1, new_versions):
+        table.commit(v, [add(f"b{v}")])
+    latest = log.update()
+    assert latest.version == new_versions - 1
+    assert paths(latest) == sorted(f"b{v}" for v in range(new_versions))
+    assert paths(log.snapshot(latest.version)) == paths(latest)
+    assert paths(log.snapshot(0)) == ["b0"]
 
 
 # --- timestamps ----------------------------------------------------------------------------------
