@@ -141,6 +141,27 @@ def test_insert_only_merge_and_source_alias_from_dataframe(connect_spark, path):
     assert len(adds) == 1 and adds[0].num_records == 20
 
 
+def test_source_qualifiers_kept_under_other_operators(connect_spark, path):
+    """``df.alias("src").where(...)`` and a temp view read with ``spark.table`` keep their columns'
+    qualifiers, which the server resolves; a struct column named like a qualifier is the column."""
+    spark = connect_spark
+    _target(spark, path, n=3)
+    src = spark.createDataFrame([(3, 0, "x", "I"), (9, 90, "x", "I"), (9, 90, "x", "I")], SOURCE_SCHEMA)
+    table = DeltaTable.forPath(spark, path).alias("tgt")
+    filtered = src.alias("src").where("v >= 0").dropDuplicates()
+    result = table.merge(filtered, "tgt.id = src.id").whenMatchedUpdate(set={"v": "src.v"})
+    result = result.whenNotMatchedInsertAll()
+    assert tuple(result.execute().collect()[0]) == (2, 1, 0, 1)
+    src.createOrReplaceTempView("qual_view")
+    source = spark.table("qual_view").where("id = 9").distinct()
+    result = table.merge(source, "tgt.id = qual_view.id").whenMatchedUpdate(set={"v": "qual_view.v + 1"})
+    assert tuple(result.execute().collect()[0]) == (1, 1, 0, 0)
+    nested = spark.sql("SELECT named_struct('id', 1) AS qual_view, 5 AS w")
+    result = table.merge(nested, "tgt.id = qual_view.id").whenMatchedUpdate(set={"v": "w"})
+    assert tuple(result.execute().collect()[0]) == (1, 1, 0, 0)
+    assert _rows(table.toDF()) == [(1, 5, "old"), (2, 20, "old"), (3, 0, "old"), (9, 91, "x")]
+
+
 def test_sql_merge_by_name_and_by_path(connect_spark, path):
     spark = connect_spark
     _target(spark, path, n=3)

@@ -23,9 +23,7 @@ name-based form is covered by the ``no_aliases`` cases); the cases in ``WITH_DVS
 table with the change data feed and deletion vectors enabled (Delta's ``...CDCOnDVs...`` suites).
 ``schema evolution enabled for the current command`` runs in Delta's Scala suite only (the builder's
 ``withSchemaEvolution()``); here it runs through the builder and through
-``MERGE WITH SCHEMA EVOLUTION INTO``. Its builder form is an expected failure: deltamerge does not see
-the ``source`` qualifier of a ``spark.table("source")`` DataFrame (``merge.builder.dataframe_alias``
-reads only an explicit ``.alias()``), so ``target.key = source.key`` does not resolve.
+``MERGE WITH SCHEMA EVOLUTION INTO``.
 
 Scala ``toDF`` columns of ``Int``/``Long``/``Byte``/``Short``/``Double``/``Boolean`` tuples are NOT
 NULL; the schemas below say so with ``not null``.

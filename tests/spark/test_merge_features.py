@@ -479,6 +479,55 @@ def test_a_source_with_two_columns_of_one_name(spark, table):
     assert _rows(table) == [(0, 0), (1, 7), (2, 20), (3, 30), (4, 40), (5, 50), (9, None)]
 
 
+def test_source_columns_keep_the_qualifiers_of_an_alias_or_table_under_other_operators(spark, table):
+    """``spark.table("u").where(...)``, ``df.alias("s").dropDuplicates(...)``, ``spark.sql("SELECT ...
+    FROM u")`` and a join of aliased DataFrames have no alias at the top of their plan, yet Spark
+    resolves ``u.key``, ``s.key`` and ``y.value`` against them by the qualifiers their columns keep,
+    and so does Delta's MERGE; deltamerge knew only an alias at the top (unresolved reference)."""
+    spark.createDataFrame([(1, 11), (1, 11), (9, 99)], "key int, value int").createOrReplaceTempView(
+        "qual_src"
+    )
+
+    def merge(source, on, value):
+        builder = table.alias("t").merge(source, on).whenMatchedUpdate(set={"value": value})
+        key = on.split(" = ")[1]
+        return tuple(builder.whenNotMatchedInsert(values={"key": key, "value": value}).execute().first())
+
+    source = spark.table("qual_src").where("value > 0").distinct()
+    assert merge(source, "t.key = qual_src.key", "qual_src.value") == (2, 1, 0, 1)
+    assert _rows(table) == [(0, 0), (1, 11), (2, 20), (3, 30), (4, 40), (5, 50), (9, 99)]
+    source = spark.table("qual_src").alias("s").dropDuplicates(["key"])
+    assert merge(source, "t.key = s.key", "s.value + 1") == (2, 2, 0, 0)
+    source = spark.sql("SELECT DISTINCT key, value * 2 AS doubled FROM qual_src")
+    assert merge(source, "t.key = qual_src.key", "doubled") == (2, 2, 0, 0)
+    assert _rows(table) == [(0, 0), (1, 22), (2, 20), (3, 30), (4, 40), (5, 50), (9, 198)]
+    # A join's two ``key`` and two ``value`` columns, told apart by their qualifiers.
+    left = spark.createDataFrame([(2, -2), (7, -7)], "key int, value int")
+    right = spark.createDataFrame([(2, 2), (7, 7)], "key int, value int")
+    joined = left.alias("x").join(right.alias("y"), F.col("x.key") == F.col("y.key"))
+    assert merge(joined, "t.key = x.key", "y.value * 100") == (2, 1, 0, 1)
+    assert _rows(table)[2] == (2, 200) and _rows(table)[-2] == (7, 700)
+    # An alias over the table replaces its qualifier and a computed column has none (as in Spark);
+    # a struct column named like a qualifier is read as the column.
+    version = table.version()
+    for source, on, value, unresolved in (
+        (spark.table("qual_src").alias("z"), "t.key = qual_src.key", "1", "qual_src.key"),
+        (spark.table("qual_src").distinct(), "t.key = nope.key", "1", "nope.key"),
+        (
+            spark.sql("SELECT key, value + 1 AS value FROM qual_src"),
+            "t.key = qual_src.key",
+            "qual_src.value",
+            "qual_src.value",
+        ),
+    ):
+        with pytest.raises(AnalysisError, match=rf"DELTA_MERGE_UNRESOLVED_EXPRESSION.*{unresolved}"):
+            merge(source, on, value)
+    assert table.version() == version
+    nested = spark.sql("SELECT named_struct('key', 3) AS qual_src, 5 AS v FROM qual_src LIMIT 1")
+    assert merge(nested, "t.key = qual_src.key", "v") == (1, 1, 0, 0)
+    assert _rows(table)[3] == (3, 5)
+
+
 def test_builder_expressions_with_an_alias_are_the_expression(spark, table):
     """Spark reads ``"t.key = s.key k"`` as ``t.key = s.key AS k`` and drops aliases outside a
     projection, so Delta merges with the expression; deltamerge put the alias into its generated

@@ -57,6 +57,7 @@ from deltamerge.merge.resolution import (
     _unresolved,
 )
 from deltamerge.predicates import is_deterministic, rewrite_columns, split_conjuncts, to_sql
+from deltamerge.spark.qualifiers import qualified_columns
 
 __all__ = [
     "AnalysisSettings",
@@ -205,6 +206,7 @@ class _Analyzer:
             scol,
             cs,
             self.source_schema,
+            by_qualifier=qualified_columns(spec.source) if spec.source_alias is None else None,
         )
         self.r = _Resolver(self.target, self.source)
         self.final_schema = target_schema

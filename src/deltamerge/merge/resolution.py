@@ -48,6 +48,9 @@ class Side:
     internal: Callable[[int], str]
     case_sensitive: bool
     schema: StructType = field(default_factory=StructType)
+    # For a side with no alias over it: the positions a ``qualifier.name`` reference resolves to by
+    # the qualifiers its columns keep from below (``spark.table("u").where(...)``'s ``u.id``).
+    by_qualifier: Callable[[tuple[str, ...], str], list[int]] | None = field(default=None, compare=False)
 
     def _eq(self, a: str, b: str) -> bool:
         return a == b if self.case_sensitive else a.lower() == b.lower()
@@ -133,6 +136,9 @@ def _visible(name: str, scope: Sequence[Side]) -> bool:
 # --- resolution -----------------------------------------------------------------------------------
 
 
+_Candidate = tuple[Side, int, tuple[str, ...]]
+
+
 class _Resolver:
     def __init__(self, target: Side, source: Side):
         self.target = target
@@ -145,11 +151,13 @@ class _Resolver:
         return ", ".join(cols)
 
     def resolve(self, parts: list[str], scope: Sequence[Side], where: str) -> Ref:
-        candidates: list[tuple[Side, int, tuple[str, ...]]] = []
+        candidates: list[_Candidate] = []
         if len(parts) >= 2:
             for side in scope:
                 if side.matches_alias(parts[0]):
                     candidates += [(side, idx, tuple(parts[2:])) for idx in side.indices(parts[1])]
+            if not candidates:
+                candidates = self._by_column_qualifiers(parts, scope)
         if not candidates:
             for side in scope:
                 candidates += [(side, idx, tuple(parts[1:])) for idx in side.indices(parts[0])]
@@ -159,6 +167,22 @@ class _Resolver:
             raise _unresolved(".".join(parts), where, [self.given_columns(scope)])
         side, idx, fields = candidates[0]
         return Ref(side.name, idx, fields)
+
+    @staticmethod
+    def _by_column_qualifiers(parts: list[str], scope: Sequence[Side]) -> list[_Candidate]:
+        """``u.id`` on a side without an alias over it, by its columns' own qualifiers; as Spark,
+        a three-part qualifier (``catalog.db.u``) first, then two, then one, before the reference is
+        read as a column's struct fields."""
+        for k in range(min(3, len(parts) - 1), 0, -1):
+            found = [
+                (side, idx, tuple(parts[k + 1 :]))
+                for side in scope
+                if side.alias is None and side.by_qualifier is not None
+                for idx in side.by_qualifier(tuple(parts[:k]), parts[k])
+            ]
+            if found:
+                return found
+        return []
 
     def _columns_first(self, node: exp.Expression, scope: Sequence[Side]) -> exp.Expression:
         """Bare ``current_date`` & co. as Spark resolves them: a column of that name in ``scope``
