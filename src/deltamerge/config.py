@@ -145,6 +145,9 @@ class SessionConf:
     REPARTITION_BEFORE_WRITE = _session("merge.repartitionBeforeWrite.enabled", True, parse_bool)
     MATERIALIZE_SOURCE = _session("merge.materializeSource", "auto", str)
     MATERIALIZE_MAX_ATTEMPTS = _session("merge.materializeSource.maxAttempts", 4, int)
+    MATERIALIZE_WITH_UNREADABLE_FILES = _session(
+        "merge.forceSourceMaterializationWithUnreadableFilesConfig", True, parse_bool
+    )
     # Storage levels of the materialized source: the first attempt, the first retry, later retries.
     MATERIALIZE_LEVEL = _session("merge.materializeSource.rddStorageLevel", "DISK_ONLY", str)
     MATERIALIZE_LEVEL_FIRST_RETRY = _session(

@@ -496,6 +496,18 @@ def test_materialized_parquet_source(connect_spark, tmp_path):
     assert int(metrics["materializeSourceTimeMs"]) > 0 and metrics["numTargetRowsUpdated"] == "1"
     rows = _rows(deltamerge.read(spark, path))
     assert rows[1] == (2, -2, "new") and len(rows) == 7
+    # Delta's order of the reasons from the Connect plan: a non-Delta leaf, non-determinism, a UDF.
+    from deltamerge.merge import planner
+
+    plus_one = F.udf(lambda x: x + 1, "int")
+    delta = deltamerge.read(spark, path)
+    for source, want in (
+        (delta, planner.NOT_MATERIALIZED_AUTO),
+        (delta.select(plus_one("v")), planner.WITH_UDF),
+        (delta.select(plus_one("v"), F.rand()), planner.NON_DETERMINISTIC_OPERATORS),
+        (spark.read.parquet(src).select(plus_one("v"), F.rand()), planner.NON_DELTA),
+    ):
+        assert planner.source_materialization_reason(spark, source) == want
 
 
 def test_delta_source_summarised_from_statistics(connect_spark, tmp_path, monkeypatch):

@@ -138,7 +138,7 @@ def test_storage_levels_follow_delta_settings(spark, target, monkeypatch, spark_
     assert levels == [str(StorageLevel.MEMORY_AND_DISK), str(StorageLevel.MEMORY_ONLY_2)]
 
 
-def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, target) -> None:
+def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, target, spark_conf) -> None:
     """Auto mode's reason from the plan's JSON text (expressions) and a walk over the plan nodes
     (leaves) is the walk over every node's reason, for sources of each kind; a source of 300
     computed columns costs a few dozen py4j round trips, not ~5 per expression node."""
@@ -161,6 +161,12 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
         "parquet": (other, planner.NON_DELTA),
         "local": (spark.createDataFrame([(1, 2)], "id long, v long"), planner.NON_DELTA),
         "udf": (delta.select("id", plus_one("v").alias("v")), planner.WITH_UDF),
+        # Delta's order of the reasons: a non-Delta leaf, then non-determinism, then a UDF.
+        "parquet udf": (other.select("id", plus_one("v").alias("v")), planner.NON_DELTA),
+        "rand udf": (
+            delta.select("id", plus_one("v").alias("v"), F.rand().alias("r")),
+            planner.NON_DETERMINISTIC_OPERATORS,
+        ),
         "rand": (
             delta.select("id", (F.rand() * 10).cast("long").alias("v")),
             planner.NON_DETERMINISTIC_OPERATORS,
@@ -179,6 +185,24 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
     for name, (df, want) in sources.items():
         walked = planner._classic_walk(df._jdf.queryExecution().analyzed())
         assert (planner._classic_source_reason(df), walked) == (want, want), name
+
+    # ignoreCorruptFiles / ignoreMissingFiles come after a non-Delta leaf and non-determinism and
+    # before a UDF, unless merge.forceSourceMaterializationWithUnreadableFilesConfig is off.
+    force = "spark.databricks.delta.merge.forceSourceMaterializationWithUnreadableFilesConfig"
+    for key in ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles"):
+        spark_conf({key: "true", force: "true"})
+        got = [
+            planner.source_materialization_reason(spark, sources[n][0])
+            for n in ("delta", "udf", "parquet", "rand")
+        ]
+        assert got == [planner.IGNORE_UNREADABLE] * 2 + [
+            planner.NON_DELTA,
+            planner.NON_DETERMINISTIC_OPERATORS,
+        ]
+        spark_conf({force: "false"})
+        got = [planner.source_materialization_reason(spark, sources[n][0]) for n in ("delta", "udf")]
+        assert got == [planner.NOT_MATERIALIZED_AUTO, planner.WITH_UDF]
+        spark_conf({key: "false"})
 
     # A Delta source of 60 files: its relation's root paths come back as one text.
     many = str(Path(path).parent / "many")

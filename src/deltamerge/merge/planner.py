@@ -141,7 +141,7 @@ def _is_subquery_expression(name: str) -> bool:
     return ("Subquery" in name and name != "SubqueryAlias") or name in ("Exists", "ListQuery")
 
 
-def _classic_source_reason(source: DataFrame) -> str:
+def _classic_source_reason(source: DataFrame, unreadable: bool = False) -> str:
     """Delta's auto-mode rules over the analysed plan of a classic DataFrame.
 
     The expressions are read from the plan's JSON text in one round trip: a walk over them costs
@@ -155,10 +155,9 @@ def _classic_source_reason(source: DataFrame) -> str:
         return _classic_walk(plan)
     if len(classes) > _MAX_PLAN_NODES:
         raise _Uninspected
-    if any(m in name for name in classes for m in _UDF_MARKERS):
-        return WITH_UDF
+    has_udf = any(m in name for name in classes for m in _UDF_MARKERS)
     if any(_is_subquery_expression(name) for name in classes):
-        return _classic_walk(plan)
+        return _classic_walk(plan, unreadable)
     delta_dirs: dict[str, bool] = {}
     non_delta = False
     stack = [plan]
@@ -169,10 +168,10 @@ def _classic_source_reason(source: DataFrame) -> str:
         stack.extend(children.apply(i) for i in range(n_children))
         if n_children == 0:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
-    return _verdict(plan, False, non_delta)
+    return _verdict(plan, has_udf=has_udf, non_delta=non_delta, unreadable=unreadable)
 
 
-def _classic_walk(plan) -> str:  # type: ignore[no-untyped-def]
+def _classic_walk(plan, unreadable: bool = False) -> str:  # type: ignore[no-untyped-def]
     """The rules by a walk over every plan and expression node (a few round trips per node)."""
     delta_dirs: dict[str, bool] = {}
     has_udf = False
@@ -207,17 +206,28 @@ def _classic_walk(plan) -> str:  # type: ignore[no-untyped-def]
             expr_stack.extend(kids.apply(i) for i in range(kids.size()))
         if n_children == 0 and not non_delta:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
-    return _verdict(plan, has_udf, non_delta)
+    return _verdict(plan, has_udf=has_udf, non_delta=non_delta, unreadable=unreadable)
 
 
-def _verdict(plan, has_udf: bool, non_delta: bool) -> str:  # type: ignore[no-untyped-def]
-    """Delta's order of the reasons: a UDF, then non-deterministic operators, then a leaf that is
-    not a Delta scan."""
-    if has_udf:
-        return WITH_UDF
-    if not plan.deterministic():
+def _verdict(plan, *, has_udf: bool, non_delta: bool, unreadable: bool) -> str:  # type: ignore[no-untyped-def]
+    if non_delta:  # first in Delta's order: the plan's determinism is not asked
+        return NON_DELTA
+    return _first_reason(
+        non_delta=False, nondeterministic=not plan.deterministic(), unreadable=unreadable, has_udf=has_udf
+    )
+
+
+def _first_reason(*, non_delta: bool, nondeterministic: bool, unreadable: bool, has_udf: bool) -> str:
+    """Delta's order of the reasons (``shouldMaterializeSource``): a leaf that is not a Delta scan,
+    non-deterministic operators, ``ignoreCorruptFiles``/``ignoreMissingFiles``, then a UDF (even
+    one marked deterministic)."""
+    if non_delta:
+        return NON_DELTA
+    if nondeterministic:
         return NON_DETERMINISTIC_OPERATORS
-    return NON_DELTA if non_delta else NOT_MATERIALIZED_AUTO
+    if unreadable:
+        return IGNORE_UNREADABLE
+    return WITH_UDF if has_udf else NOT_MATERIALIZED_AUTO
 
 
 def _classic_leaf_is_pinned(leaf, delta_dirs: dict[str, bool]) -> bool:  # type: ignore[no-untyped-def]
@@ -240,7 +250,7 @@ def _classic_leaf_is_pinned(leaf, delta_dirs: dict[str, bool]) -> bool:  # type:
     return False
 
 
-def _connect_source_reason(source: DataFrame) -> str:
+def _connect_source_reason(source: DataFrame, unreadable: bool = False) -> str:
     """The same rules over a Spark Connect plan (the unresolved protobuf relation)."""
     from google.protobuf.message import Message
 
@@ -293,11 +303,9 @@ def _connect_source_reason(source: DataFrame) -> str:
                 stack.append(value)
             elif isinstance(value, (list, tuple)) or type(value).__name__.startswith("Repeated"):
                 stack.extend(v for v in value if isinstance(v, Message))
-    if has_udf:
-        return WITH_UDF
-    if nondeterministic:
-        return NON_DETERMINISTIC_OPERATORS
-    return NON_DELTA if non_delta else NOT_MATERIALIZED_AUTO
+    return _first_reason(
+        non_delta=non_delta, nondeterministic=nondeterministic, unreadable=unreadable, has_udf=has_udf
+    )
 
 
 class _Uninspected(Exception):
@@ -320,13 +328,14 @@ def source_materialization_reason(
     from deltamerge.spark.session import conf_getter, is_connect
 
     get = conf_getter(spark)
-    for key in ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles"):
-        if (get(key) or "false").lower() == "true":
-            return IGNORE_UNREADABLE
+    unreadable = bool(setting(spark, SessionConf.MATERIALIZE_WITH_UNREADABLE_FILES)) and any(
+        (get(key) or "false").lower() == "true"
+        for key in ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles")
+    )
     try:
         if is_connect(spark):
-            return _connect_source_reason(source)
-        return _classic_source_reason(source)
+            return _connect_source_reason(source, unreadable)
+        return _classic_source_reason(source, unreadable)
     except Exception:
         return uninspected
 
