@@ -154,7 +154,7 @@ def test_source_qualifiers_kept_under_other_operators(connect_spark, path):
     assert tuple(result.execute().collect()[0]) == (2, 1, 0, 1)
     src.createOrReplaceTempView("qual_view")
     source = spark.table("qual_view").where("id = 9").distinct()
-    result = table.merge(source, "tgt.id = qual_view.id").whenMatchedUpdate(set={"v": "qual_view.v + 1"})
+    result = table.merge(source, "tgt.id = QUAL_VIEW.ID").whenMatchedUpdate(set={"v": "qual_view.V + 1"})
     assert tuple(result.execute().collect()[0]) == (1, 1, 0, 0)
     nested = spark.sql("SELECT named_struct('id', 1) AS qual_view, 5 AS w")
     result = table.merge(nested, "tgt.id = qual_view.id").whenMatchedUpdate(set={"v": "w"})

@@ -56,10 +56,11 @@ def _positions(df: DataFrame, qualifier: tuple[str, ...], name: str) -> list[int
 
 def _connect_positions(df: DataFrame, qualifier: tuple[str, ...], name: str) -> list[int]:
     # No attribute ids on Spark Connect: a reference that could be a struct field of a column
-    # named like the qualifier is left to the field reading; otherwise the resolved column's name
-    # (Spark's spelling of it) gives its positions.
+    # named like the qualifier is left to the field reading; otherwise the name gives the
+    # positions (once Spark resolved it, by its own case rules: it names the result as written).
     columns = df.columns
     if len(qualifier) == 1 and any(c.lower() == qualifier[0].lower() for c in columns):
         return []
-    field = df.select(F.col(_quoted((*qualifier, name)))).schema.fields[0].name
-    return [i for i, c in enumerate(columns) if c == field]
+    df.select(F.col(_quoted((*qualifier, name)))).schema  # noqa: B018 - resolves or raises
+    exact = [i for i, c in enumerate(columns) if c == name]
+    return exact or [i for i, c in enumerate(columns) if c.lower() == name.lower()]
