@@ -557,10 +557,12 @@ def _repeatable(ctx: MergeContext) -> bool:
     """Whether reading the source again gives the same rows: the rules by which auto mode leaves a
     source unmaterialized, plus local rows and ranges (no UDF, no non-deterministic operator, no
     ignored unreadable files). A plan that could not be inspected is not."""
-    from deltamerge.merge.planner import NON_DELTA, NOT_MATERIALIZED_AUTO, source_materialization_reason
+    from deltamerge.merge.planner import ignores_unreadable_files, source_traits
 
-    reason = source_materialization_reason(ctx.spark, ctx.source, uninspected="uninspected")
-    return reason in (NOT_MATERIALIZED_AUTO, NON_DELTA)
+    traits = source_traits(ctx.spark, ctx.source)
+    if traits is None or ignores_unreadable_files(ctx.spark):
+        return False
+    return not (traits.nondeterministic or traits.has_udf)
 
 
 def _summary_from_source_statistics(

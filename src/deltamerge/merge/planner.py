@@ -142,6 +142,11 @@ def _is_subquery_expression(name: str) -> bool:
 
 
 def _classic_source_reason(source: DataFrame, unreadable: bool = False) -> str:
+    """Delta's auto-mode reason for a classic DataFrame (``_classic_traits``)."""
+    return _classic_traits(source).reason(unreadable)
+
+
+def _classic_traits(source: DataFrame) -> SourceTraits:
     """Delta's auto-mode rules over the analysed plan of a classic DataFrame.
 
     The expressions are read from the plan's JSON text in one round trip: a walk over them costs
@@ -152,12 +157,12 @@ def _classic_source_reason(source: DataFrame, unreadable: bool = False) -> str:
     try:
         classes = _node_classes(str(plan.toJSON()))
     except Exception:
-        return _classic_walk(plan)
+        return _classic_walk_traits(plan)
     if len(classes) > _MAX_PLAN_NODES:
         raise _Uninspected
     has_udf = any(m in name for name in classes for m in _UDF_MARKERS)
     if any(_is_subquery_expression(name) for name in classes):
-        return _classic_walk(plan, unreadable)
+        return _classic_walk_traits(plan)
     delta_dirs: dict[str, bool] = {}
     non_delta = False
     stack = [plan]
@@ -168,10 +173,15 @@ def _classic_source_reason(source: DataFrame, unreadable: bool = False) -> str:
         stack.extend(children.apply(i) for i in range(n_children))
         if n_children == 0:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
-    return _verdict(plan, has_udf=has_udf, non_delta=non_delta, unreadable=unreadable)
+    return SourceTraits(non_delta, not plan.deterministic(), has_udf)
 
 
 def _classic_walk(plan, unreadable: bool = False) -> str:  # type: ignore[no-untyped-def]
+    """The reason by a walk over every plan and expression node (``_classic_walk_traits``)."""
+    return _classic_walk_traits(plan).reason(unreadable)
+
+
+def _classic_walk_traits(plan) -> SourceTraits:  # type: ignore[no-untyped-def]
     """The rules by a walk over every plan and expression node (a few round trips per node)."""
     delta_dirs: dict[str, bool] = {}
     has_udf = False
@@ -206,28 +216,28 @@ def _classic_walk(plan, unreadable: bool = False) -> str:  # type: ignore[no-unt
             expr_stack.extend(kids.apply(i) for i in range(kids.size()))
         if n_children == 0 and not non_delta:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
-    return _verdict(plan, has_udf=has_udf, non_delta=non_delta, unreadable=unreadable)
+    return SourceTraits(non_delta, not plan.deterministic(), has_udf)
 
 
-def _verdict(plan, *, has_udf: bool, non_delta: bool, unreadable: bool) -> str:  # type: ignore[no-untyped-def]
-    if non_delta:  # first in Delta's order: the plan's determinism is not asked
-        return NON_DELTA
-    return _first_reason(
-        non_delta=False, nondeterministic=not plan.deterministic(), unreadable=unreadable, has_udf=has_udf
-    )
+@dataclass(frozen=True)
+class SourceTraits:
+    """What auto mode's rules ask of a source plan."""
 
+    non_delta: bool  # a leaf that is not a Delta scan
+    nondeterministic: bool  # an operator or expression Spark marks non-deterministic
+    has_udf: bool  # a UDF, even one marked deterministic
 
-def _first_reason(*, non_delta: bool, nondeterministic: bool, unreadable: bool, has_udf: bool) -> str:
-    """Delta's order of the reasons (``shouldMaterializeSource``): a leaf that is not a Delta scan,
-    non-deterministic operators, ``ignoreCorruptFiles``/``ignoreMissingFiles``, then a UDF (even
-    one marked deterministic)."""
-    if non_delta:
-        return NON_DELTA
-    if nondeterministic:
-        return NON_DETERMINISTIC_OPERATORS
-    if unreadable:
-        return IGNORE_UNREADABLE
-    return WITH_UDF if has_udf else NOT_MATERIALIZED_AUTO
+    def reason(self, unreadable: bool) -> str:
+        """Delta's first reason in its order (``shouldMaterializeSource``): a leaf that is not a
+        Delta scan, non-deterministic operators, ``ignoreCorruptFiles``/``ignoreMissingFiles``
+        (``unreadable``), then a UDF."""
+        if self.non_delta:
+            return NON_DELTA
+        if self.nondeterministic:
+            return NON_DETERMINISTIC_OPERATORS
+        if unreadable:
+            return IGNORE_UNREADABLE
+        return WITH_UDF if self.has_udf else NOT_MATERIALIZED_AUTO
 
 
 def _classic_leaf_is_pinned(leaf, delta_dirs: dict[str, bool]) -> bool:  # type: ignore[no-untyped-def]
@@ -251,6 +261,11 @@ def _classic_leaf_is_pinned(leaf, delta_dirs: dict[str, bool]) -> bool:  # type:
 
 
 def _connect_source_reason(source: DataFrame, unreadable: bool = False) -> str:
+    """Delta's auto-mode reason for a Spark Connect DataFrame (``_connect_traits``)."""
+    return _connect_traits(source).reason(unreadable)
+
+
+def _connect_traits(source: DataFrame) -> SourceTraits:
     """The same rules over a Spark Connect plan (the unresolved protobuf relation)."""
     from google.protobuf.message import Message
 
@@ -303,9 +318,7 @@ def _connect_source_reason(source: DataFrame, unreadable: bool = False) -> str:
                 stack.append(value)
             elif isinstance(value, (list, tuple)) or type(value).__name__.startswith("Repeated"):
                 stack.extend(v for v in value if isinstance(v, Message))
-    return _first_reason(
-        non_delta=non_delta, nondeterministic=nondeterministic, unreadable=unreadable, has_udf=has_udf
-    )
+    return SourceTraits(non_delta, nondeterministic, has_udf)
 
 
 class _Uninspected(Exception):
@@ -325,19 +338,31 @@ def source_materialization_reason(
     ``ignoreCorruptFiles``/``ignoreMissingFiles``. A plan that could not be inspected (an error, or
     too many nodes) gives ``uninspected``: by default it is materialized.
     """
-    from deltamerge.spark.session import conf_getter, is_connect
+    traits = source_traits(spark, source)
+    if traits is None:
+        return uninspected
+    forced = bool(setting(spark, SessionConf.MATERIALIZE_WITH_UNREADABLE_FILES))
+    return traits.reason(forced and ignores_unreadable_files(spark))
+
+
+def source_traits(spark: SparkSession, source: DataFrame) -> SourceTraits | None:
+    """The plan's traits auto mode asks about; None when it could not be inspected (an error, or
+    too many nodes)."""
+    from deltamerge.spark.session import is_connect
+
+    try:
+        return _connect_traits(source) if is_connect(spark) else _classic_traits(source)
+    except Exception:
+        return None
+
+
+def ignores_unreadable_files(spark: SparkSession) -> bool:
+    """``spark.sql.files.ignoreCorruptFiles`` or ``ignoreMissingFiles``: reads may skip files."""
+    from deltamerge.spark.session import conf_getter
 
     get = conf_getter(spark)
-    unreadable = bool(setting(spark, SessionConf.MATERIALIZE_WITH_UNREADABLE_FILES)) and any(
-        (get(key) or "false").lower() == "true"
-        for key in ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles")
-    )
-    try:
-        if is_connect(spark):
-            return _connect_source_reason(source, unreadable)
-        return _classic_source_reason(source, unreadable)
-    except Exception:
-        return uninspected
+    keys = ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles")
+    return any((get(key) or "false").lower() == "true" for key in keys)
 
 
 def _materialization(
