@@ -1133,7 +1133,9 @@ def test_partition_column_keys_prune_partitions(spark, tmp_path):
             F.col("id").cast("string").alias("sid"), (F.col("id") % 7).cast("int").alias("v")
         )
         nulls = spark.createDataFrame([("n", None)], "sid string, v int")
-        deltamerge.write(df.unionByName(nulls), path, partition_by=["v"])
+        # No statistics for the data column ``sid`` (a string key would prune by them).
+        conf = {"delta.dataSkippingNumIndexedCols": "0"}
+        deltamerge.write(df.unionByName(nulls), path, partition_by=["v"], configuration=conf)
 
     def source():
         return spark.createDataFrame([("1", 1), ("8", 1), ("x", 3), ("n", None)], "sid string, v int")
@@ -1276,3 +1278,57 @@ def test_multiple_matches_reported_before_a_write_error(spark, tmp_path, dv):
         for n in os.listdir(path)
         if n.endswith(".parquet") and n not in {f.path for f in DeltaLog.for_table(path).update().files}
     ]
+
+
+def _string_keyed(spark, path, dv):
+    """1,000 rows ``CUSTOMER-000000`` ... in 10 files of consecutive keys; each file's last key is
+    39 characters (``é`` x 24), so its statistics' max is a cut prefix with a tie-breaker."""
+    key = "concat('CUSTOMER-', lpad(id, 6, '0'), CASE WHEN id % 100 = 99 THEN repeat('é', 24) ELSE '' END)"
+    df = spark.range(0, 1000, numPartitions=10).selectExpr(f"{key} AS k", "CAST(id AS INT) AS v")
+    conf = {"delta.enableDeletionVectors": str(dv).lower()}
+    deltamerge.write(df, path, configuration=conf)
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_string_keys_prune_files(spark, tmp_path, dv):
+    """A string join key prunes the candidates through numbers that keep the byte order (a window of
+    bytes after the prefix every file's statistics share): keys in one file of ten leave one
+    candidate, a key equal to a file's 39-character max (cut in the statistics) still matches, and
+    keys before, after and between the files, NULLs and other prefixes match nothing; the results
+    equal those without pruning."""
+    last = "CUSTOMER-000399" + "é" * 24
+    rows = [("CUSTOMER-000350", -1), (last, -2), ("CUSTOMER-000399", -3), (last + "x", -4), (None, -5)]
+    rows += [("AAA", -6), ("CUSTOMER-", -7), ("CUSTOMER-0003", -8), ("ZZZ", -9), ("CUSTOMER-000350é", -10)]
+
+    def source():
+        return spark.createDataFrame(rows, "k string, v int")
+
+    path = str(tmp_path / "probe")
+    _string_keyed(spark, path, dv)
+    summary = _summary(spark, path, source(), "t.k = s.k", check_unique=True)
+    assert len(summary.files) == 1 and summary.unique and summary.min_expected_matches is None
+    assert (
+        "CUSTOMER-000300"
+        in deltamerge.read(spark, path)
+        .where(f"input_file_name() LIKE '%{summary.files[0].path}'")
+        .agg(F.min("k"))
+        .first()[0]
+    )
+    res, after = _both_ways(
+        spark, tmp_path, source, "t.k = s.k", UPSERT, table=lambda p: _string_keyed(spark, p, dv)
+    )
+    assert res == (len(rows), 2, 0, len(rows) - 2)
+    assert (last, -2) in after and ("CUSTOMER-000350", -1) in after and len(after) == 1000 + len(rows) - 2
+
+
+def test_string_key_numbers_in_spark_equal_the_driver(spark):
+    """The source's numbers (Spark SQL over the UTF-8 bytes' hex text) are the ones the driver gives
+    the files' statistics, for every kind of character and each side of the prefix."""
+    from deltamerge.merge import string_keys
+
+    texts = ["", "\x00", "a", "CUST", "CUST-", "CUST-0", "CUST-0001", "CUST-0001é😀x", "CUSU", "CUSTé", "ÿ",
+             "\uffff", "😀", "\U0010ffff", "CUST-\U0010ffff\U0010ffffzz", None]  # fmt: skip
+    for prefix in (b"", b"CUST-", "CUSTé".encode()):
+        df = spark.createDataFrame([(t,) for t in texts], "k string")
+        got = [r[0] for r in df.selectExpr(string_keys.number_sql("k", prefix)).collect()]
+        assert got == [None if t is None else string_keys.number(t, prefix) for t in texts], prefix

@@ -11,6 +11,9 @@ keeps the files whose range meets one of them (a binary search per file). Source
 every file's range are dropped by the aggregation itself, so a source of mostly new rows stays
 cheap. The setting ``spark.databricks.optimizer.dynamicFilePruning`` (default true) turns it off.
 
+String keys prune through numbers that keep their order: a window of their UTF-8 bytes after the
+prefix every candidate's statistics share (``merge/string_keys.py``).
+
 Partition columns have no statistics: a file's partition value is its min and max. A key on an
 integer or date partition column prunes when no data column key has statistics. Beside a data
 key, a key on a partition column (integer, date or string) contributes the source's distinct
@@ -43,7 +46,9 @@ from sqlglot import exp
 
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
+from deltamerge.log.char_varchar import TYPE_STRING as CHAR_VARCHAR_TYPE
 from deltamerge.log.column_mapping import PHYSICAL_NAME
+from deltamerge.merge import string_keys
 from deltamerge.merge.analysis import ResolvedMerge, scol
 from deltamerge.predicates import split_conjuncts, unparen
 from deltamerge.spark.session import estimated_size_bytes, setting, small_result_query
@@ -82,6 +87,11 @@ def _bounded(t: DataType) -> bool:
     return isinstance(t, (*_INTEGRAL, DateType))
 
 
+def _prunable(t: DataType) -> bool:
+    # Strings of the default collation too (byte order), as numbers of a window of their bytes.
+    return _bounded(t) or t == StringType()
+
+
 def _atomic(t: DataType) -> bool:
     return not isinstance(t, (ArrayType, MapType, StructType))
 
@@ -95,9 +105,9 @@ def _same_values(t: DataType, s: DataType) -> bool:
 
 def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
     """ON conjuncts that equate a top-level target column with a source column of the same type
-    or both of integer types (of a type with exact min/max statistics when ``bounded_only``, else
-    any atomic type)."""
-    accept = _bounded if bounded_only else _atomic
+    or both of integer types (when ``bounded_only``, of a type statistics prune by: integers and
+    dates, whose bounds are exact, and default-collation strings; else any atomic type)."""
+    accept = _prunable if bounded_only else _atomic
     out = []
     n_target, n_source = len(rm.target_schema.fields), len(rm.source_schema.fields)
     for conj in split_conjuncts(rm.condition):
@@ -117,8 +127,8 @@ def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
 
 
 def _as_number(raw: object, t: DataType) -> int | None:
-    if raw is None or isinstance(raw, bool):
-        return None
+    if raw is None or isinstance(raw, bool) or isinstance(t, StringType):
+        return None  # a string key's numbers come from ``_string_ranges``
     if isinstance(t, DateType):
         if not isinstance(raw, str):
             return None
@@ -138,6 +148,7 @@ class _FileRange:
     lo: int | None  # None: unknown bounds (the file is always kept)
     hi: int | None
     may_null: bool
+    prefix: bytes | None = None  # a string key's numbers: the bytes they start after (string_keys)
 
 
 #: The equi-join key that prunes files (None: none can) and every candidate's range of it.
@@ -164,6 +175,8 @@ def _partition_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[
 def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_FileRange]:
     if _is_partition_column(files, name):
         return _partition_ranges(files, name, t)
+    if isinstance(t, StringType):
+        return _string_ranges(files, name)
     out = []
     for f in files:
         st = parse_stats(f.stats)
@@ -182,6 +195,36 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
                 out.append(_FileRange(f, None, None, True))
             continue
         out.append(_FileRange(f, lo, hi, may_null))
+    return out
+
+
+def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
+    """A string data column's ``[min, max]`` as numbers after the bytes every file's statistics
+    share (``merge/string_keys.py``); unknown bounds and NULL-only files as for other types."""
+    known: dict[int, tuple[str, str, bool]] = {}  # file index -> (min, max, may hold NULLs)
+    only_nulls: set[int] = set()
+    for i, f in enumerate(files):
+        st = parse_stats(f.stats)
+        if st is None:
+            continue
+        lo, hi, nulls = st.lookup("min", (name,)), st.lookup("max", (name,)), st.lookup("null", (name,))
+        counted = isinstance(nulls, int) and not isinstance(nulls, bool)
+        if isinstance(lo, str) and isinstance(hi, str):
+            known[i] = (lo, hi, not counted or nulls > 0)
+        elif counted and st.num_records is not None and nulls >= st.num_records:
+            only_nulls.add(i)
+    prefix = string_keys.shared_prefix([x for lo, hi, _ in known.values() for x in (lo, hi)])
+    out = []
+    for i, f in enumerate(files):
+        if i in known:
+            lo, hi, may_null = known[i]
+            cut = len(hi) >= string_keys.MAYBE_CUT  # the max may be a cut prefix of the values
+            low, high = string_keys.number(lo, prefix), string_keys.number(hi, prefix, ceiling=cut)
+            out.append(_FileRange(f, low, high, may_null, prefix))
+        elif i in only_nulls:
+            out.append(_FileRange(f, 0, -1, True, prefix))  # only NULLs: no value can match
+        else:
+            out.append(_FileRange(f, None, None, True, prefix))
     return out
 
 
@@ -289,7 +332,11 @@ def summarize_source_keys(
     t_lo = min(r.lo for r in known if r.lo is not None)
     t_hi = max(r.hi for r in known if r.hi is not None)
     base, end, width = _bucket_grid(t_lo, t_hi)
-    num = _key_number(scol(prune_key.source_index), field.dataType)
+    if isinstance(field.dataType, StringType):
+        prefix = next((r.prefix for r in ranges if r.prefix is not None), b"")
+        num = string_keys.number_sql(scol(prune_key.source_index), prefix)
+    else:
+        num = _key_number(scol(prune_key.source_index), field.dataType)
     # The arithmetic is in DOUBLE: a BIGINT difference overflows (an ANSI error) when the keys
     # span more than 2^63 (hashed keys). The buckets only group keys; each bucket's exact min/max
     # is what prunes, so rounding costs no correctness.
@@ -317,8 +364,9 @@ def summarize_source_keys(
     if part is not None:
         summary = part.prune(summary, rows)
     stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
-    if _is_partition_column(candidates, stats_name):
-        # Source keys per partition say nothing about how many rows of a file match.
+    if _is_partition_column(candidates, stats_name) or isinstance(field.dataType, StringType):
+        # Source keys per partition say nothing about how many rows of a file match, and a
+        # string's number says nothing of how densely a file's keys fill its range.
         summary = replace(summary, min_expected_matches=None)
     return summary
 
@@ -498,12 +546,16 @@ def pruning_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> PruneKey:
     """The equi-join key pruning uses (the first one with exact statistics) and the candidates'
     ranges of it; no key when there are too few candidates or none has bounds for it. A merge
     computes it once for both summaries (a pass over every candidate's statistics)."""
-    bounded = equi_keys(rm)
+    # Strings last: an integer or date key's numbers are the values themselves.
+    fields = rm.target_schema.fields
+    bounded = sorted(equi_keys(rm), key=lambda k: fields[k.target_index].dataType == StringType())
     if len(candidates) < MIN_FILES or not bounded:
         return None, []
     fallback: PruneKey = (None, [])
     for key in bounded:
         field = rm.target_schema.fields[key.target_index]
+        if CHAR_VARCHAR_TYPE in (field.metadata or {}):
+            continue  # CHAR(n) compares padded values: not the statistics' bytes
         # Statistics and partition values name a column-mapped table's columns by physical names.
         stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
         ranges = _file_ranges(candidates, stats_name, field.dataType)
@@ -533,8 +585,8 @@ def summarize_from_statistics(
     from deltamerge.merge import source_stats
 
     key, ranges = key_ranges or pruning_key(rm, candidates)
-    if key is None:
-        return None
+    if key is None or isinstance(rm.target_schema.fields[key.target_index].dataType, StringType):
+        return None  # a string key's numbers need the job (its statistics may be cut)
     found = source_stats.key_column(source, key.source_index)
     source_files = source_stats.live_files(found[1]) if found is not None else None
     if found is None or source_files is None:

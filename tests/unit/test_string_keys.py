@@ -1,0 +1,82 @@
+"""``merge/string_keys.py``: string join keys as numbers for dynamic file pruning. A file can be
+pruned only if no key it may hold maps inside its ``[number(min), number(max)]``: the map must never
+reverse the byte order, and a max that may be a cut prefix must bound every string starting with it."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deltamerge.log.actions import AddFile
+from deltamerge.merge import string_keys
+from deltamerge.merge.pruning import _string_ranges
+
+# Few distinct characters (ASCII, 2-, 3- and 4-byte UTF-8, NUL, the tie-breakers) make shared
+# prefixes, equal windows and every byte-order corner likely.
+ALPHABET = st.sampled_from(["", "\x00", "a", "b", "z", "\x7f", "é", "ÿ", "€", "\uffff", "😀", "\U0010ffff"])
+TEXT = st.lists(ALPHABET, max_size=12).map("".join)
+
+
+def _b(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=TEXT, b=TEXT, prefix=TEXT)
+def test_the_numbers_keep_the_byte_order(a: str, b: str, prefix: str) -> None:
+    p = _b(prefix)
+    if _b(a) > _b(b):
+        a, b = b, a
+    assert string_keys.number(a, p) <= string_keys.number(b, p)
+    assert string_keys.BELOW <= string_keys.number(a, p) <= string_keys.ABOVE
+
+
+@settings(max_examples=400, deadline=None)
+@given(head=TEXT, cut=TEXT, rest=TEXT)
+def test_a_cut_max_bounds_every_string_it_starts(head: str, cut: str, rest: str) -> None:
+    """Statistics' strings all start with the shared prefix; so does every value between them."""
+    prefix = _b(head)
+    top = head + cut
+    assert string_keys.number(top + rest, prefix) <= string_keys.number(top, prefix, ceiling=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(TEXT, min_size=1, max_size=6))
+def test_shared_prefix_is_every_texts_prefix(texts: list[str]) -> None:
+    p = string_keys.shared_prefix(texts)
+    assert all(_b(t).startswith(p) for t in texts)
+    longer = [_b(t)[: len(p) + 1] for t in texts]
+    assert len(set(longer)) > 1 or any(len(x) == len(p) for x in longer)  # the longest such prefix
+
+
+def _add(i: int, stats: dict | None) -> AddFile:
+    return AddFile(f"f{i}.parquet", {}, 1, 1, stats=None if stats is None else json.dumps(stats))
+
+
+def test_file_ranges_of_a_string_column() -> None:
+    long_max = "CUST-0042" + "9" * 30  # 39 characters: may be a cut prefix
+
+    def stats(lo: str, hi: str, nulls: int) -> dict:
+        return {"numRecords": 2, "minValues": {"k": lo}, "maxValues": {"k": hi}, "nullCount": {"k": nulls}}
+
+    files = [
+        _add(0, stats("CUST-0001", "CUST-0019", 0)),
+        _add(1, stats("CUST-0020", long_max, 1)),
+        _add(2, {"numRecords": 2, "nullCount": {"k": 2}}),  # only NULLs
+        _add(3, None),  # no statistics
+    ]
+    r0, r1, r2, r3 = _string_ranges(files, "k")
+    assert r0.prefix == b"CUST-00"
+    number = string_keys.number
+    assert (r0.lo, r0.hi, r0.may_null) == (
+        number("CUST-0001", b"CUST-00"),
+        number("CUST-0019", b"CUST-00"),
+        False,
+    )
+    assert r1.hi == number(long_max, b"CUST-00", ceiling=True) and r1.may_null
+    assert number(long_max + "zzz", b"CUST-00") <= r1.hi
+    assert (r2.lo, r2.hi) == (0, -1) and (r3.lo, r3.hi) == (None, None)
+    # Keys before and after every file fall outside every range.
+    assert number("CUST-", b"CUST-00") < r0.lo and number("CUST-1", b"CUST-00") > r1.hi
