@@ -1321,17 +1321,61 @@ def test_string_keys_prune_files(spark, tmp_path, dv):
     assert (last, -2) in after and ("CUSTOMER-000350", -1) in after and len(after) == 1000 + len(rows) - 2
 
 
-def test_string_key_numbers_in_spark_equal_the_driver(spark):
-    """The source's numbers (Spark SQL over the UTF-8 bytes' hex text) are the ones the driver gives
-    the files' statistics, for every kind of character and each side of the prefix."""
-    from deltamerge.merge import string_keys
+def test_key_numbers_in_spark_equal_the_driver(spark):
+    """The source's numbers (Spark SQL) are the ones the driver gives the files' statistics: strings
+    (over the UTF-8 bytes' hex text) for every kind of character and each side of the prefix, and
+    decimals (floor, saturated to BIGINT) of every sign and size."""
+    from decimal import Decimal
+
+    from pyspark.sql.types import DecimalType
+
+    from deltamerge.merge import key_numbers
 
     texts = ["", "\x00", "a", "CUST", "CUST-", "CUST-0", "CUST-0001", "CUST-0001é😀x", "CUSU", "CUSTé", "ÿ",
              "\uffff", "😀", "\U0010ffff", "CUST-\U0010ffff\U0010ffffzz", None]  # fmt: skip
     for prefix in (b"", b"CUST-", "CUSTé".encode()):
         df = spark.createDataFrame([(t,) for t in texts], "k string")
-        got = [r[0] for r in df.selectExpr(string_keys.number_sql("k", prefix)).collect()]
-        assert got == [None if t is None else string_keys.number(t, prefix) for t in texts], prefix
+        got = [r[0] for r in df.selectExpr(key_numbers.number_sql("k", prefix)).collect()]
+        assert got == [None if t is None else key_numbers.number(t, prefix) for t in texts], prefix
+    values = ["0", "-1", "1", "12345678901234567890123", "-12345678901234567890123", "9223372036854775807",
+              "9223372036854775808", "-9223372036854775809", "-0.5", "2.75", "-2.75", None]  # fmt: skip
+    for ddl, t in (("decimal(38,0)", DecimalType(38, 0)), ("decimal(30,2)", DecimalType(30, 2))):
+        keep = [
+            v for v in values if v is None or Decimal(v) == Decimal(v).quantize(Decimal(1).scaleb(-t.scale))
+        ]
+        df = spark.createDataFrame([(v,) for v in keep], "k string").selectExpr(f"CAST(k AS {ddl}) AS k")
+        got = [r[0] for r in df.selectExpr(key_numbers.sql_of("k", t)).collect()]
+        assert got == [None if v is None else key_numbers.of_value(v, t) for v in keep], ddl
+
+
+def _decimal_keyed(spark, path, dv):
+    """1,000 rows of DECIMAL(38,0) keys 10^12 + id in 10 files of consecutive keys."""
+    df = spark.range(0, 1000, numPartitions=10).selectExpr(
+        "CAST(id AS DECIMAL(38,0)) + CAST('1000000000000' AS DECIMAL(38,0)) AS k",
+        "CAST(id AS INT) AS v",
+    )
+    deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": str(dv).lower()})
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["cow", "dv"])
+def test_decimal_keys_prune_files(spark, tmp_path, dv):
+    """DECIMAL(38,0) keys (a CDC feed's NUMBER columns): keys in one file of ten leave one candidate,
+    keys beyond BIGINT (saturated) and below every file match nothing; the results equal those
+    without pruning."""
+    base = 10**12
+    rows = [(str(base + 350), -1), (str(base + 399), -2), (str(10**20), -3), ("-7", -4), (None, -5)]
+
+    def source():
+        return spark.createDataFrame(rows, "k string, v int").selectExpr("CAST(k AS DECIMAL(38,0)) AS k", "v")
+
+    path = str(tmp_path / "probe")
+    _decimal_keyed(spark, path, dv)
+    summary = _summary(spark, path, source(), "t.k = s.k", check_unique=True)
+    assert len(summary.files) == 1 and summary.unique
+    res, after = _both_ways(
+        spark, tmp_path, source, "t.k = s.k", UPSERT, table=lambda p: _decimal_keyed(spark, p, dv)
+    )
+    assert res == (5, 2, 0, 3) and len(after) == 1003
 
 
 _KEY_CHARS = ["a", "b", "z", "é", "ÿ", "€", "\uffff", "😀", "\U0010ffff", "\x7f", "0", "9", "-", "\x00"]

@@ -11,8 +11,9 @@ keeps the files whose range meets one of them (a binary search per file). Source
 every file's range are dropped by the aggregation itself, so a source of mostly new rows stays
 cheap. The setting ``spark.databricks.optimizer.dynamicFilePruning`` (default true) turns it off.
 
-String keys prune through numbers that keep their order: a window of their UTF-8 bytes after the
-prefix every candidate's statistics share (``merge/string_keys.py``).
+Keys are compared as numbers that keep their order (``merge/key_numbers.py``): integers, dates as
+day numbers, decimals as their floor, strings as a window of their UTF-8 bytes after the prefix
+every candidate's statistics share.
 
 Partition columns have no statistics: a file's partition value is its min and max. A key on an
 integer or date partition column prunes when no data column key has statistics. Beside a data
@@ -23,7 +24,6 @@ values, collected by the same aggregation: a file is kept only if both keys may 
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     ByteType,
     DataType,
     DateType,
+    DecimalType,
     IntegerType,
     LongType,
     MapType,
@@ -48,7 +49,7 @@ from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
 from deltamerge.log.char_varchar import TYPE_STRING as CHAR_VARCHAR_TYPE
 from deltamerge.log.column_mapping import PHYSICAL_NAME
-from deltamerge.merge import string_keys
+from deltamerge.merge import key_numbers
 from deltamerge.merge.analysis import ResolvedMerge, scol
 from deltamerge.predicates import split_conjuncts, unparen
 from deltamerge.spark.session import estimated_size_bytes, setting, small_result_query
@@ -57,7 +58,6 @@ from deltamerge.stats import parse_stats
 _BUCKETS = 1024
 #: Below this many candidate files the extra job costs more than it can save.
 MIN_FILES = 2
-_EPOCH = dt.date(1970, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,9 @@ def _bounded(t: DataType) -> bool:
 
 
 def _prunable(t: DataType) -> bool:
-    # Strings of the default collation too (byte order), as numbers of a window of their bytes.
-    return _bounded(t) or t == StringType()
+    # Strings of the default collation too (byte order), as numbers of a window of their bytes,
+    # and decimals (exact statistics), as their floor (the integers a CDC feed's NUMBER keys are).
+    return _bounded(t) or t == StringType() or isinstance(t, DecimalType)
 
 
 def _atomic(t: DataType) -> bool:
@@ -126,29 +127,13 @@ def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
     return out
 
 
-def _as_number(raw: object, t: DataType) -> int | None:
-    if raw is None or isinstance(raw, bool) or isinstance(t, StringType):
-        return None  # a string key's numbers come from ``_string_ranges``
-    if isinstance(t, DateType):
-        if not isinstance(raw, str):
-            return None
-        try:
-            return (dt.date.fromisoformat(raw[:10]) - _EPOCH).days
-        except ValueError:
-            return None
-    try:
-        return int(raw)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-
-
 @dataclass(frozen=True)
 class _FileRange:
     file: AddFile
     lo: int | None  # None: unknown bounds (the file is always kept)
     hi: int | None
     may_null: bool
-    prefix: bytes | None = None  # a string key's numbers: the bytes they start after (string_keys)
+    prefix: bytes | None = None  # a string key's numbers: the bytes they start after (key_numbers)
 
 
 #: The equi-join key that prunes files (None: none can) and every candidate's range of it.
@@ -167,7 +152,7 @@ def _partition_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[
         if raw is None or raw == "":
             out.append(_FileRange(f, 0, -1, True))  # only NULLs: no value can match
             continue
-        value = _as_number(raw, t)
+        value = key_numbers.of_value(raw, t)
         out.append(_FileRange(f, value, value, False))
     return out
 
@@ -183,8 +168,8 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
         if st is None:
             out.append(_FileRange(f, None, None, True))
             continue
-        lo = _as_number(st.lookup("min", (name,)), t)
-        hi = _as_number(st.lookup("max", (name,)), t)
+        lo = key_numbers.of_value(st.lookup("min", (name,)), t)
+        hi = key_numbers.of_value(st.lookup("max", (name,)), t)
         nulls = st.lookup("null", (name,))
         may_null = not isinstance(nulls, int) or isinstance(nulls, bool) or nulls > 0
         if lo is None or hi is None:
@@ -200,7 +185,7 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
 
 def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
     """A string data column's ``[min, max]`` as numbers after the bytes every file's statistics
-    share (``merge/string_keys.py``); unknown bounds and NULL-only files as for other types."""
+    share (``merge/key_numbers.py``); unknown bounds and NULL-only files as for other types."""
     known: dict[int, tuple[str, str, bool]] = {}  # file index -> (min, max, may hold NULLs)
     only_nulls: set[int] = set()
     for i, f in enumerate(files):
@@ -213,13 +198,13 @@ def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
             known[i] = (lo, hi, not counted or nulls > 0)
         elif counted and st.num_records is not None and nulls >= st.num_records:
             only_nulls.add(i)
-    prefix = string_keys.shared_prefix([x for lo, hi, _ in known.values() for x in (lo, hi)])
+    prefix = key_numbers.shared_prefix([x for lo, hi, _ in known.values() for x in (lo, hi)])
     out = []
     for i, f in enumerate(files):
         if i in known:
             lo, hi, may_null = known[i]
-            cut = len(hi) >= string_keys.MAYBE_CUT  # the max may be a cut prefix of the values
-            low, high = string_keys.number(lo, prefix), string_keys.number(hi, prefix, ceiling=cut)
+            cut = len(hi) >= key_numbers.MAYBE_CUT  # the max may be a cut prefix of the values
+            low, high = key_numbers.number(lo, prefix), key_numbers.number(hi, prefix, ceiling=cut)
             out.append(_FileRange(f, low, high, may_null, prefix))
         elif i in only_nulls:
             out.append(_FileRange(f, 0, -1, True, prefix))  # only NULLs: no value can match
@@ -228,7 +213,6 @@ def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
     return out
 
 
-_LONG_MAX = (1 << 63) - 1
 #: A source file's keys are dense when its key range is at most this many values per row.
 _DENSE = 4
 
@@ -242,11 +226,7 @@ def _bucket_grid(lo: int, hi: int) -> tuple[int, int, int]:
     while width * (_BUCKETS - 1) < hi - lo:
         width <<= 1
     base = (lo // width) * width
-    return base, min(base + width * _BUCKETS - 1, _LONG_MAX), width
-
-
-def _key_number(name: str, t: DataType) -> str:
-    return f"unix_date({name})" if isinstance(t, DateType) else f"CAST({name} AS BIGINT)"
+    return base, min(base + width * _BUCKETS - 1, key_numbers.LONG_MAX), width
 
 
 @dataclass(frozen=True)
@@ -334,9 +314,9 @@ def summarize_source_keys(
     base, end, width = _bucket_grid(t_lo, t_hi)
     if isinstance(field.dataType, StringType):
         prefix = next((r.prefix for r in ranges if r.prefix is not None), b"")
-        num = string_keys.number_sql(scol(prune_key.source_index), prefix)
+        num = key_numbers.number_sql(scol(prune_key.source_index), prefix)
     else:
-        num = _key_number(scol(prune_key.source_index), field.dataType)
+        num = key_numbers.sql_of(scol(prune_key.source_index), field.dataType)
     # The arithmetic is in DOUBLE: a BIGINT difference overflows (an ANSI error) when the keys
     # span more than 2^63 (hashed keys). The buckets only group keys; each bucket's exact min/max
     # is what prunes, so rounding costs no correctness.
@@ -364,9 +344,15 @@ def summarize_source_keys(
     if part is not None:
         summary = part.prune(summary, rows)
     stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
-    if _is_partition_column(candidates, stats_name) or isinstance(field.dataType, StringType):
-        # Source keys per partition say nothing about how many rows of a file match, and a
-        # string's number says nothing of how densely a file's keys fill its range.
+    t = field.dataType
+    if (
+        _is_partition_column(candidates, stats_name)
+        or isinstance(t, StringType)
+        or (isinstance(t, DecimalType) and t.scale > 0)
+    ):
+        # Source keys per partition say nothing about how many rows of a file match, and the
+        # number of a string or of a fractional decimal says nothing of how densely a file's keys
+        # fill its range.
         summary = replace(summary, min_expected_matches=None)
     return summary
 
@@ -385,7 +371,7 @@ class _PartitionKey:
     t: DataType
 
     def value_sql(self, column: str) -> str:
-        return column if isinstance(self.t, StringType) else _key_number(column, self.t)
+        return column if isinstance(self.t, StringType) else key_numbers.sql_of(column, self.t)
 
     def file_value(self, f: AddFile) -> object:
         """The file's partition value as the source's values are collected; None for NULL,
@@ -395,7 +381,7 @@ class _PartitionKey:
             return None
         if isinstance(self.t, StringType):
             return raw
-        value = _as_number(raw, self.t)
+        value = key_numbers.of_value(raw, self.t)
         return _UNKNOWN if value is None else value
 
     def prune(self, summary: SourceKeySummary, rows: list) -> SourceKeySummary:  # type: ignore[type-arg]
@@ -606,8 +592,8 @@ def summarize_from_statistics(
         if not isinstance(nulls, int) or isinstance(nulls, bool):
             return None
         has_null = has_null or nulls > 0
-        lo = _as_number(st.lookup("min", (column,)), field.dataType)
-        hi = _as_number(st.lookup("max", (column,)), field.dataType)
+        lo = key_numbers.of_value(st.lookup("min", (column,)), field.dataType)
+        hi = key_numbers.of_value(st.lookup("max", (column,)), field.dataType)
         if lo is None or hi is None:
             if nulls >= n:
                 continue  # only NULL keys

@@ -1,4 +1,4 @@
-"""``merge/string_keys.py``: string join keys as numbers for dynamic file pruning. A file can be
+"""``merge/key_numbers.py``: string join keys as numbers for dynamic file pruning. A file can be
 pruned only if no key it may hold maps inside its ``[number(min), number(max)]``: the map must never
 reverse the byte order, and a max that may be a cut prefix must bound every string starting with it."""
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltamerge.log.actions import AddFile
-from deltamerge.merge import string_keys
+from deltamerge.merge import key_numbers
 from deltamerge.merge.pruning import _string_ranges
 
 # Few distinct characters (ASCII, 2-, 3- and 4-byte UTF-8, NUL, the tie-breakers) make shared
@@ -29,8 +29,8 @@ def test_the_numbers_keep_the_byte_order(a: str, b: str, prefix: str) -> None:
     p = _b(prefix)
     if _b(a) > _b(b):
         a, b = b, a
-    assert string_keys.number(a, p) <= string_keys.number(b, p)
-    assert string_keys.BELOW <= string_keys.number(a, p) <= string_keys.ABOVE
+    assert key_numbers.number(a, p) <= key_numbers.number(b, p)
+    assert key_numbers.BELOW <= key_numbers.number(a, p) <= key_numbers.ABOVE
 
 
 @settings(max_examples=400, deadline=None)
@@ -39,13 +39,13 @@ def test_a_cut_max_bounds_every_string_it_starts(head: str, cut: str, rest: str)
     """Statistics' strings all start with the shared prefix; so does every value between them."""
     prefix = _b(head)
     top = head + cut
-    assert string_keys.number(top + rest, prefix) <= string_keys.number(top, prefix, ceiling=True)
+    assert key_numbers.number(top + rest, prefix) <= key_numbers.number(top, prefix, ceiling=True)
 
 
 @settings(max_examples=200, deadline=None)
 @given(texts=st.lists(TEXT, min_size=1, max_size=6))
 def test_shared_prefix_is_every_texts_prefix(texts: list[str]) -> None:
-    p = string_keys.shared_prefix(texts)
+    p = key_numbers.shared_prefix(texts)
     assert all(_b(t).startswith(p) for t in texts)
     longer = [_b(t)[: len(p) + 1] for t in texts]
     assert len(set(longer)) > 1 or any(len(x) == len(p) for x in longer)  # the longest such prefix
@@ -69,7 +69,7 @@ def test_file_ranges_of_a_string_column() -> None:
     ]
     r0, r1, r2, r3 = _string_ranges(files, "k")
     assert r0.prefix == b"CUST-00"
-    number = string_keys.number
+    number = key_numbers.number
     assert (r0.lo, r0.hi, r0.may_null) == (
         number("CUST-0001", b"CUST-00"),
         number("CUST-0019", b"CUST-00"),
@@ -80,3 +80,23 @@ def test_file_ranges_of_a_string_column() -> None:
     assert (r2.lo, r2.hi) == (0, -1) and (r3.lo, r3.hi) == (None, None)
     # Keys before and after every file fall outside every range.
     assert number("CUST-", b"CUST-00") < r0.lo and number("CUST-1", b"CUST-00") > r1.hi
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    a=st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-(10**25), max_value=10**25),
+    b=st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-(10**25), max_value=10**25),
+)
+def test_decimal_numbers_keep_the_order_and_saturate(a, b) -> None:
+    from decimal import Decimal
+
+    from pyspark.sql.types import DecimalType
+
+    t = DecimalType(38, 3)
+    if a > b:
+        a, b = b, a
+    na, nb = key_numbers.of_value(a, t), key_numbers.of_value(str(b), t)  # JSON numbers or text
+    assert na is not None and nb is not None and na <= nb
+    assert key_numbers.LONG_MIN <= na <= key_numbers.LONG_MAX
+    if abs(a) < Decimal(2**62):
+        assert na == int(a.to_integral_value(rounding="ROUND_FLOOR"))
