@@ -67,7 +67,9 @@ def test_file_ranges_of_a_string_column() -> None:
         _add(2, {"numRecords": 2, "nullCount": {"k": 2}}),  # only NULLs
         _add(3, None),  # no statistics
     ]
-    r0, r1, r2, r3 = _string_ranges(files, "k")
+    files.append(_add(4, stats("CUST-0050", "CUST-0051\ud83d", 0)))  # a cut through a surrogate pair
+    r0, r1, r2, r3, r4 = _string_ranges(files, "k")
+    assert (r4.lo, r4.hi) == (None, None)  # kept: bounds unknown
     assert r0.prefix == b"CUST-00"
     number = key_numbers.number
     assert (r0.lo, r0.hi, r0.may_null) == (

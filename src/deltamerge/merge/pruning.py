@@ -183,6 +183,14 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
     return out
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
     """A string data column's ``[min, max]`` as numbers after the bytes every file's statistics
     share (``merge/key_numbers.py``); unknown bounds and NULL-only files as for other types."""
@@ -195,7 +203,8 @@ def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
         lo, hi, nulls = st.lookup("min", (name,)), st.lookup("max", (name,)), st.lookup("null", (name,))
         counted = isinstance(nulls, int) and not isinstance(nulls, bool)
         if isinstance(lo, str) and isinstance(hi, str):
-            known[i] = (lo, hi, not counted or nulls > 0)
+            if _encodable(lo) and _encodable(hi):  # a cut may leave half a surrogate pair (unknown)
+                known[i] = (lo, hi, not counted or nulls > 0)
         elif counted and st.num_records is not None and nulls >= st.num_records:
             only_nulls.add(i)
     prefix = key_numbers.shared_prefix([x for lo, hi, _ in known.values() for x in (lo, hi)])
