@@ -330,15 +330,18 @@ def summarize_source_keys(
     # span more than 2^63 (hashed keys). The buckets only group keys; each bucket's exact min/max
     # is what prunes, so rounding costs no correctness.
     bucket = (
-        f"CASE WHEN {num} IS NULL THEN -1 "
-        f"WHEN NOT ({num} BETWEEN {base} AND {end}) THEN -2 "  # matches no candidate file
-        f"ELSE CAST(floor((CAST({num} AS DOUBLE) - {base}D) / {width}D) AS INT) END"
+        "CASE WHEN k IS NULL THEN -1 "
+        f"WHEN NOT (k BETWEEN {base} AND {end}) THEN -2 "  # matches no candidate file
+        f"ELSE CAST(floor((CAST(k AS DOUBLE) - {base}D) / {width}D) AS INT) END"
     )
     # A partition column among the keys: its distinct source values come along (the data key's
     # buckets cannot tell partitions apart).
     part_cols = ", collect_set(pk) AS pks, max(CAST(pk IS NULL AS INT)) AS pk_null" if part else ""
     part_value = f", {part.value_sql(scol(part.key.source_index))} AS pk" if part else ""
-    inner = f"SELECT {num} AS k, {bucket} AS b, {valid_count} AS n, count{part_value} FROM ({counted})"
+    # The number once per row, then its bucket: Spark keeps two projections apart when merging them
+    # would repeat an expression that is not cheap (a string key's number, four times).
+    numbered = f"SELECT {num} AS k, {valid_count} AS n, count{part_value} FROM ({counted})"
+    inner = f"SELECT k, {bucket} AS b, n, count{', pk' if part else ''} FROM ({numbered})"
     aggregates = f"min(k) AS lo, max(k) AS hi, max(n) AS n, sum(count) AS rows{part_cols}"
     query = f"SELECT b, {aggregates} FROM ({inner}) GROUP BY b"
     with small_result_query(spark):
