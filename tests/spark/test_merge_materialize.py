@@ -183,8 +183,8 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
         "wide": (wide, planner.NOT_MATERIALIZED_AUTO),
     }
     for name, (df, want) in sources.items():
-        walked = planner._classic_walk(df._jdf.queryExecution().analyzed())
-        assert (planner._classic_source_reason(df), walked) == (want, want), name
+        walked = planner._classic_walk_traits(df._jdf.queryExecution().analyzed())
+        assert planner._classic_traits(df) == walked and walked.reason(False) == want, name
 
     # ignoreCorruptFiles / ignoreMissingFiles come after a non-Delta leaf and non-determinism and
     # before a UDF, unless merge.forceSourceMaterializationWithUnreadableFilesConfig is off.
@@ -211,6 +211,6 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
     trips = []
     for df in (wide, many_files):
         with round_trips() as calls:
-            assert planner._classic_source_reason(df) == planner.NOT_MATERIALIZED_AUTO
+            assert planner._classic_traits(df).reason(False) == planner.NOT_MATERIALIZED_AUTO
         trips.append(len(calls))
     assert max(trips) < 60, trips

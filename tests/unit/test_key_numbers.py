@@ -8,10 +8,11 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql.types import StringType
 
 from deltamerge.log.actions import AddFile
 from deltamerge.merge import key_numbers
-from deltamerge.merge.pruning import _string_ranges
+from deltamerge.merge.pruning import _file_ranges
 
 # Few distinct characters (ASCII, 2-, 3- and 4-byte UTF-8, NUL, the tie-breakers) make shared
 # prefixes, equal windows and every byte-order corner likely.
@@ -68,7 +69,7 @@ def test_file_ranges_of_a_string_column() -> None:
         _add(3, None),  # no statistics
     ]
     files.append(_add(4, stats("CUST-0050", "CUST-0051\ud83d", 0)))  # a cut through a surrogate pair
-    r0, r1, r2, r3, r4 = _string_ranges(files, "k")
+    r0, r1, r2, r3, r4 = _file_ranges(files, "k", StringType())
     assert (r4.lo, r4.hi) == (None, None)  # kept: bounds unknown
     assert r0.prefix == b"CUST-00"
     number = key_numbers.number

@@ -141,11 +141,6 @@ def _is_subquery_expression(name: str) -> bool:
     return ("Subquery" in name and name != "SubqueryAlias") or name in ("Exists", "ListQuery")
 
 
-def _classic_source_reason(source: DataFrame, unreadable: bool = False) -> str:
-    """Delta's auto-mode reason for a classic DataFrame (``_classic_traits``)."""
-    return _classic_traits(source).reason(unreadable)
-
-
 def _classic_traits(source: DataFrame) -> SourceTraits:
     """Delta's auto-mode rules over the analysed plan of a classic DataFrame.
 
@@ -174,11 +169,6 @@ def _classic_traits(source: DataFrame) -> SourceTraits:
         if n_children == 0:
             non_delta = not _classic_leaf_is_pinned(node, delta_dirs)
     return SourceTraits(non_delta, not plan.deterministic(), has_udf)
-
-
-def _classic_walk(plan, unreadable: bool = False) -> str:  # type: ignore[no-untyped-def]
-    """The reason by a walk over every plan and expression node (``_classic_walk_traits``)."""
-    return _classic_walk_traits(plan).reason(unreadable)
 
 
 def _classic_walk_traits(plan) -> SourceTraits:  # type: ignore[no-untyped-def]
@@ -258,11 +248,6 @@ def _classic_leaf_is_pinned(leaf, delta_dirs: dict[str, bool]) -> bool:  # type:
         names = [out.apply(i).name() for i in range(out.size())]
         return bool(names) and all(n.startswith(_INTERNAL_PREFIX) for n in names)
     return False
-
-
-def _connect_source_reason(source: DataFrame, unreadable: bool = False) -> str:
-    """Delta's auto-mode reason for a Spark Connect DataFrame (``_connect_traits``)."""
-    return _connect_traits(source).reason(unreadable)
 
 
 def _connect_traits(source: DataFrame) -> SourceTraits:

@@ -106,8 +106,9 @@ def _same_values(t: DataType, s: DataType) -> bool:
 
 def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
     """ON conjuncts that equate a top-level target column with a source column of the same type
-    or both of integer types (when ``bounded_only``, of a type statistics prune by: integers and
-    dates, whose bounds are exact, and default-collation strings; else any atomic type)."""
+    or both of integer types (when ``bounded_only``, of a type statistics prune by: integers,
+    dates and decimals, whose bounds are exact, and default-collation strings; else any atomic
+    type)."""
     accept = _prunable if bounded_only else _atomic
     out = []
     n_target, n_source = len(rm.target_schema.fields), len(rm.source_schema.fields)
@@ -160,66 +161,58 @@ def _partition_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[
 def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_FileRange]:
     if _is_partition_column(files, name):
         return _partition_ranges(files, name, t)
+    bounds = [_stat_bounds(f, name) for f in files]
+    prefix: bytes | None = None
     if isinstance(t, StringType):
-        return _string_ranges(files, name)
+        # A string key's numbers start after the bytes every file's bounds share (key_numbers).
+        pairs = [_texts(b[0], b[1]) for b in bounds if b is not None]
+        prefix = key_numbers.shared_prefix([x for pair in pairs if pair is not None for x in pair])
     out = []
-    for f in files:
-        st = parse_stats(f.stats)
-        if st is None:
-            out.append(_FileRange(f, None, None, True))
-            continue
-        lo = key_numbers.of_value(st.lookup("min", (name,)), t)
-        hi = key_numbers.of_value(st.lookup("max", (name,)), t)
-        nulls = st.lookup("null", (name,))
-        may_null = not isinstance(nulls, int) or isinstance(nulls, bool) or nulls > 0
-        if lo is None or hi is None:
-            n = st.num_records
-            if isinstance(nulls, int) and not isinstance(nulls, bool) and n is not None and nulls >= n:
-                out.append(_FileRange(f, 0, -1, True))  # only nulls: no value can match
-            else:
-                out.append(_FileRange(f, None, None, True))
-            continue
-        out.append(_FileRange(f, lo, hi, may_null))
-    return out
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _string_ranges(files: Sequence[AddFile], name: str) -> list[_FileRange]:
-    """A string data column's ``[min, max]`` as numbers after the bytes every file's statistics
-    share (``merge/key_numbers.py``); unknown bounds and NULL-only files as for other types."""
-    known: dict[int, tuple[str, str, bool]] = {}  # file index -> (min, max, may hold NULLs)
-    only_nulls: set[int] = set()
-    for i, f in enumerate(files):
-        st = parse_stats(f.stats)
-        if st is None:
-            continue
-        lo, hi, nulls = st.lookup("min", (name,)), st.lookup("max", (name,)), st.lookup("null", (name,))
-        counted = isinstance(nulls, int) and not isinstance(nulls, bool)
-        if isinstance(lo, str) and isinstance(hi, str):
-            if _encodable(lo) and _encodable(hi):  # a cut may leave half a surrogate pair (unknown)
-                known[i] = (lo, hi, not counted or nulls > 0)
-        elif counted and st.num_records is not None and nulls >= st.num_records:
-            only_nulls.add(i)
-    prefix = key_numbers.shared_prefix([x for lo, hi, _ in known.values() for x in (lo, hi)])
-    out = []
-    for i, f in enumerate(files):
-        if i in known:
-            lo, hi, may_null = known[i]
-            cut = len(hi) >= key_numbers.MAYBE_CUT  # the max may be a cut prefix of the values
-            low, high = key_numbers.number(lo, prefix), key_numbers.number(hi, prefix, ceiling=cut)
-            out.append(_FileRange(f, low, high, may_null, prefix))
-        elif i in only_nulls:
-            out.append(_FileRange(f, 0, -1, True, prefix))  # only NULLs: no value can match
-        else:
+    for f, b in zip(files, bounds, strict=True):
+        if b is None:
             out.append(_FileRange(f, None, None, True, prefix))
+            continue
+        raw_lo, raw_hi, may_null, only_nulls = b
+        lo: int | None
+        hi: int | None
+        if prefix is None:
+            lo, hi = key_numbers.of_value(raw_lo, t), key_numbers.of_value(raw_hi, t)
+        elif (pair := _texts(raw_lo, raw_hi)) is not None:
+            cut = len(pair[1]) >= key_numbers.MAYBE_CUT  # the max may be a cut prefix of the values
+            lo, hi = key_numbers.number(pair[0], prefix), key_numbers.number(pair[1], prefix, ceiling=cut)
+        else:
+            lo = hi = None
+        if lo is None or hi is None:
+            # No value can match a file of only NULLs; other unknown bounds keep the file.
+            out.append(
+                _FileRange(f, 0, -1, True, prefix) if only_nulls else _FileRange(f, None, None, True, prefix)
+            )
+        else:
+            out.append(_FileRange(f, lo, hi, may_null, prefix))
     return out
+
+
+def _stat_bounds(f: AddFile, name: str) -> tuple[object, object, bool, bool] | None:
+    """``(min, max, may hold NULLs, holds only NULLs)`` of a column in a file's statistics, as
+    written; None without statistics."""
+    st = parse_stats(f.stats)
+    if st is None:
+        return None
+    nulls = st.lookup("null", (name,))
+    counted = isinstance(nulls, int) and not isinstance(nulls, bool)
+    only_nulls = counted and st.num_records is not None and nulls >= st.num_records
+    return st.lookup("min", (name,)), st.lookup("max", (name,)), not counted or nulls > 0, only_nulls
+
+
+def _texts(lo: object, hi: object) -> tuple[str, str] | None:
+    """Both bounds when they are text in UTF-8 (a cut may leave half a surrogate pair: unknown)."""
+    if not (isinstance(lo, str) and isinstance(hi, str)):
+        return None
+    try:
+        lo.encode("utf-8"), hi.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return lo, hi
 
 
 #: A source file's keys are dense when its key range is at most this many values per row.
