@@ -134,9 +134,12 @@ def drop_stats():
 
 import logging  # noqa: E402
 
+from pyspark.logger import PySparkLogger  # noqa: E402
+
 # PySpark logs every analysis error with its full JVM stack; expected-error tests would drown CI's output.
+# PySpark's own logger class: a plain logging.Logger under these names breaks its exception() calls.
 for _name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
-    logging.getLogger(_name).setLevel(logging.CRITICAL)
+    PySparkLogger.getLogger(_name).setLevel(logging.CRITICAL)
 
 
 # --- Delta suite ports: a fixed share in `make test`, all with `make test-delta-ports` --------------

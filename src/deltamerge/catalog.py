@@ -12,6 +12,7 @@ import threading
 
 from pyspark.sql import SparkSession
 
+from deltamerge.errors import InvalidArgumentError
 from deltamerge.log.paths import table_root
 
 _LOCK = threading.Lock()
@@ -20,8 +21,34 @@ _VIEW_VERSIONS: dict[str, int] = {}  # lower-case name -> version the view shows
 _MERGED_VIEWS: dict[str, str] = {}  # temp views a MERGE targeted -> absolute table path
 
 
+def unqualified(name: str) -> str:
+    """A table name without the ``spark_catalog`` / ``default`` qualifiers it may carry."""
+    parts = [p.strip().strip("`") for p in name.split(".")]
+    if len(parts) == 3 and parts[0].lower() == "spark_catalog":
+        parts = parts[1:]
+    if len(parts) == 2 and parts[0].lower() == "default":
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def session_name(name: str, alternative: str) -> str:
+    """``name`` without ``spark_catalog`` / ``default``; a name with another database is refused
+    (deltamerge has no metastore: its names are Spark temp views, which have one part), naming
+    ``alternative``."""
+    short = unqualified(name)
+    if "." in short:
+        raise InvalidArgumentError(
+            f"Cannot name a table {name!r}: deltamerge table names are session names without a "
+            f"database (it has no metastore). Use an unqualified name, or {alternative}.",
+            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
+        )
+    return short
+
+
 def register_table(spark: SparkSession, name: str, path: str) -> None:
-    """Give the Delta table at ``path`` a name usable in deltamerge and in ``spark.sql``."""
+    """Give the Delta table at ``path`` a name usable in deltamerge and in ``spark.sql`` (a session
+    name: ``people`` or ``default.people``; REQUIRES_SINGLE_PART_NAMESPACE for another database)."""
+    name = session_name(name, "DeltaTable.forPath(spark, path)")
     with _LOCK:
         root = table_root(path)
         if _NAMES.get(name.lower()) != root:  # a name moved to another table: its view is stale
@@ -39,8 +66,9 @@ def unregister_table(spark: SparkSession, name: str) -> None:
 
 
 def path_for_name(name: str) -> str | None:
-    """The table path registered under ``name`` (None when unknown)."""
-    return _NAMES.get(name.lower())
+    """The table path registered under ``name`` (None when unknown); ``default.people`` and
+    ``spark_catalog.default.people`` name the table registered as ``people``."""
+    return _NAMES.get(name.lower()) or _NAMES.get(unqualified(name).lower())
 
 
 def refresh_view(spark: SparkSession, name: str) -> None:

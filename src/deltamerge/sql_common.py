@@ -179,19 +179,14 @@ def check_with_spark_parser(spark: SparkSession, text: str) -> None:
     Spark Connect has no parse-only call): SQLGlot parses other dialects' text too and may drop a
     token it has no place for (``MERGE INTO t * x``, a second ``USING``, ``WITH (NOLOCK)``), which
     Spark, and so Delta, refuses. Raises Spark's error class and message."""
-    from pyspark.logger import PySparkLogger
+    from deltamerge.spark.pyspark_errors import quiet_query_context
 
     jss = getattr(spark, "_jsparkSession", None)
     if jss is None:
         return
-    # PySpark logs a refused statement's query context at ERROR before raising; this one is re-raised.
-    # PySpark's own logger class: a plain logging.Logger under its name would break PySpark's later
-    # logger.exception(..., errorClass=...) calls (TypeError instead of the AnalysisException).
-    quiet = PySparkLogger.getLogger("SQLQueryContextLogger")
-    was = quiet.disabled
-    quiet.disabled = True
     try:
-        jss.sessionState().sqlParser().parsePlan(text)
+        with quiet_query_context():  # a refused statement is re-raised as deltamerge's error
+            jss.sessionState().sqlParser().parsePlan(text)
     except Exception as e:
         condition = getattr(e, "getCondition", lambda: None)()
         if type(e).__name__ != "ParseException" or not condition:
@@ -199,5 +194,3 @@ def check_with_spark_parser(spark: SparkSession, text: str) -> None:
         message = re.sub(rf"^\s*\[{re.escape(condition)}\]\s*", "", str(e))
         state = getattr(e, "getSqlState", lambda: None)() or None
         raise ParseError(message.strip(), error_class=condition, sql_state=state) from None
-    finally:
-        quiet.disabled = was

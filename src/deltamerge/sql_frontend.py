@@ -20,7 +20,7 @@ from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
 from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
-from deltamerge.merge.resolution import side_qualifier
+from deltamerge.merge.resolution import catalog_name, side_qualifier
 from deltamerge.predicates import DIALECT, to_sql
 from deltamerge.sql_common import (
     check_with_spark_parser,
@@ -134,7 +134,7 @@ def _qualify_target(statement: exp.Merge) -> None:
     if path is not None:  # delta.`/p`: the path is case-sensitive, the rest is not
         forms, qualifier = [["delta", path], [path]], side_qualifier("target")
     else:
-        full = ["spark_catalog", *parts] if len(parts) == 2 else parts
+        full = list(catalog_name(parts, temp_view=catalog.path_for_name(".".join(parts)) is None))
         forms, qualifier = [full[i:] for i in range(len(full) - 1)], table.name
 
     def same(a: list[str], b: list[str]) -> bool:

@@ -29,9 +29,11 @@ from deltamerge.merge.builder import (
     DeltaMergeBuilder,
     attribute_renderer,
     dataframe_alias,
+    name_parts,
     validate_merge_args,
 )
 from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, MergeSpec
+from deltamerge.merge.resolution import catalog_name
 from deltamerge.spark.session import conf_getter
 
 if TYPE_CHECKING:
@@ -364,7 +366,7 @@ class DeltaTable:
     def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
         """Start a MERGE of ``source`` into this table on ``condition``."""
         validate_merge_args(source, condition)
-        target_alias = self._alias or (self._name.split(".")[-1] if self._name else None)
+        target_alias = self._alias or (name_parts(self._name)[-1] if self._name else None)
         return DeltaMergeBuilder(
             _run=self._run_merge,
             _explain=self._explain_merge,
@@ -372,9 +374,16 @@ class DeltaTable:
             _condition=condition,
             _target_alias=target_alias,
             _source_alias=dataframe_alias(source),
+            _target_name=self._full_name() if not self._alias else (),
             _refs=attribute_renderer(self._handed_out, source),
             _extras={} if self._widening is None else {WIDENING_AT_ANALYSIS: self._widening},
         )
+
+    def _full_name(self) -> tuple[str, ...]:
+        # A registered name is a catalog table's (``spark_catalog.default.people``); else a temp view's.
+        if not self._name:
+            return ()
+        return catalog_name(name_parts(self._name), temp_view=catalog.path_for_name(self._name) is None)
 
     def _run_merge(self, spec: MergeSpec) -> DataFrame:
         from deltamerge.merge.command import run_merge
@@ -391,7 +400,7 @@ class DeltaTable:
     # --- DELETE / UPDATE (on the MERGE machinery, see deltamerge.dml) ----------------------------------
 
     def _target_alias(self) -> str | None:
-        return self._alias or (self._name.split(".")[-1] if self._name else None)
+        return self._alias or (name_parts(self._name)[-1] if self._name else None)
 
     def delete(self, condition: str | Column | None = None) -> None:
         """Delete the rows matching ``condition`` (every row when None)."""

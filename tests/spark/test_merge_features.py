@@ -4,6 +4,7 @@ builder validation, idempotent writes, history parameters and read predicates.""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -526,6 +527,103 @@ def test_source_columns_keep_the_qualifiers_of_an_alias_or_table_under_other_ope
     nested = spark.sql("SELECT named_struct('key', 3) AS qual_src, 5 AS v FROM qual_src LIMIT 1")
     assert merge(nested, "t.key = qual_src.key", "v") == (1, 1, 0, 0)
     assert _rows(table)[3] == (3, 5)
+
+
+def test_a_target_opened_by_name_answers_to_its_full_name(spark, table, tmp_path):
+    """A registered name is a session catalog table: Spark qualifies its columns
+    ``spark_catalog.default.people``, so Delta resolves ``default.people.key`` (condition and SET key)
+    on ``DeltaTable.forName(spark, "people")`` and in SQL; deltamerge knew only ``people``."""
+    deltamerge.register_table(spark, "qual_people", str(tmp_path / "t"))
+    try:
+        for opened in ("qual_people", "default.qual_people", "spark_catalog.default.qual_people"):
+            for q in ("qual_people", "default.qual_people", "spark_catalog.default.qual_people"):
+                source = spark.createDataFrame([(1, 7)], "key int, value int").alias("s")
+                merged = (
+                    DeltaTable.forName(spark, opened)
+                    .merge(source, f"{q}.key = s.key")
+                    .whenMatchedUpdate(f"{q}.value >= 0", {f"{q}.value": f"{q}.value + s.value"})
+                    .execute()
+                )
+                assert tuple(merged.first()) == (1, 1, 0, 0)
+        assert _rows(table)[1] == (1, 10 + 9 * 7)
+        deltamerge.sql(
+            spark,
+            "MERGE INTO qual_people USING (SELECT 2 AS key) s ON default.qual_people.key = s.key "
+            "WHEN MATCHED THEN UPDATE SET spark_catalog.default.qual_people.value = -1",
+        )
+        assert _rows(table)[2] == (2, -1)
+        version = table.version()
+        for q in ("other.qual_people", "spark_catalog.other.qual_people"):
+            with pytest.raises(AnalysisError, match=rf"DELTA_MERGE_UNRESOLVED_EXPRESSION.*{q}\.key"):
+                DeltaTable.forName(spark, "qual_people").merge(
+                    spark.createDataFrame([(1,)], "key int").alias("s"), f"{q}.key = s.key"
+                ).whenMatchedDelete().execute()
+        assert table.version() == version
+    finally:
+        deltamerge.unregister_table(spark, "qual_people")
+
+
+def test_a_source_read_from_a_catalog_table_answers_to_its_full_name(spark, table):
+    """``spark.table("db.u")``'s columns are qualified ``spark_catalog.db.u``: ``db.u.key`` and
+    ``spark_catalog.db.u.key`` resolve in Spark and in Delta's MERGE; deltamerge took the last part as
+    the source's alias and stopped there."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS qual_db")
+    spark.createDataFrame([(4, 44)], "key int, value int").write.mode("overwrite").saveAsTable("qual_db.u")
+    try:
+        for q in ("u", "qual_db.u", "spark_catalog.qual_db.u"):
+            merged = (
+                table.alias("t")
+                .merge(spark.table("qual_db.u"), f"t.key = {q}.key")
+                .whenMatchedUpdate(set={"value": f"{q}.value"})
+                .execute()
+            )
+            assert tuple(merged.first()) == (1, 1, 0, 0)
+        assert _rows(table)[4] == (4, 44)
+    finally:
+        spark.sql("DROP DATABASE qual_db CASCADE")
+
+
+def test_an_unresolved_qualifier_logs_no_spark_error(spark, table):
+    """Resolving ``nope.key`` asks Spark whether the source's columns answer to ``nope``; PySpark
+    logged its refusal at ERROR (with a Java stack trace) before deltamerge raised its own error."""
+    from pyspark.logger import PySparkLogger
+
+    logged: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = logged.append  # type: ignore[method-assign]
+    logger = PySparkLogger.getLogger("DataFrameQueryContextLogger")
+    level = logger.level  # the suite's conftest silences it
+    logger.setLevel(logging.ERROR)
+    logger.addHandler(handler)
+    try:
+        source = spark.createDataFrame([(1, 1)], "key int, value int")
+        for frame in (source.alias("s"), source.distinct()):
+            with pytest.raises(AnalysisError, match="DELTA_MERGE_UNRESOLVED_EXPRESSION"):
+                table.alias("t").merge(frame, "t.key = nope.key").whenMatchedDelete().execute()
+        with pytest.raises(Exception, match="UNRESOLVED_COLUMN"):  # the logger itself still works
+            source.select(F.col("nope.key"))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert [r.getMessage()[:40] for r in logged] == [logged[-1].getMessage()[:40]]
+
+
+def test_register_table_refuses_a_database_and_keeps_nothing(spark, table, tmp_path):
+    """deltamerge's names are session names (Spark temp views have one part): ``db.people`` is
+    refused before anything is recorded. It was recorded, then the view failed, and every later
+    commit to the table tried to refresh that view (TEMP_VIEW_NAME_TOO_MANY_NAME_PARTS)."""
+    path = str(tmp_path / "t")
+    with pytest.raises(deltamerge.DeltaMergeError, match="REQUIRES_SINGLE_PART_NAMESPACE"):
+        deltamerge.register_table(spark, "qual_db2.people", path)
+    source = spark.createDataFrame([(1, 5)], "key int, value int").alias("s")
+    table.alias("t").merge(source, "t.key = s.key").whenMatchedUpdateAll().execute()
+    assert _rows(table)[1] == (1, 5)
+    deltamerge.register_table(spark, "default.qual_people2", path)
+    try:
+        assert DeltaTable.forName(spark, "qual_people2").toDF().count() == 6
+        assert spark.table("qual_people2").count() == 6
+    finally:
+        deltamerge.unregister_table(spark, "qual_people2")
 
 
 def test_builder_expressions_with_an_alias_are_the_expression(spark, table):

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from deltamerge.catalog import unqualified
 from deltamerge.errors import InvalidArgumentError
 from deltamerge.txn.idempotency import writer_flag
 
@@ -211,19 +212,6 @@ def single_path(path: Any, opts: Mapping[str, str], what: str) -> str:
     return str(path)
 
 
-def session_table_name(name: str, alternative: str) -> str:
-    """``name`` without ``spark_catalog`` / ``default``; a name with a database is refused
-    (deltamerge has no metastore), naming ``alternative``."""
-    short = unqualified(name)
-    if "." in short:
-        raise InvalidArgumentError(
-            f"Cannot create {name!r}: deltamerge table names are session names without a database "
-            f"(it has no metastore). Use an unqualified name, or {alternative}.",
-            error_class="REQUIRES_SINGLE_PART_NAMESPACE",
-        )
-    return short
-
-
 def delta_path_identifier(name: str) -> str | None:
     """The path of a ``delta.`/path``` table identifier, else None."""
     m = re.fullmatch(r"\s*delta\s*\.\s*`(?P<path>(?:[^`]|``)+)`\s*", name, re.IGNORECASE)
@@ -244,13 +232,3 @@ def deltamerge_table(table: Any) -> tuple[str, str | None] | None:
     name = unqualified(table)
     registered = catalog.path_for_name(name)
     return (registered, name) if registered is not None else None
-
-
-def unqualified(name: str) -> str:
-    """A table name without the ``spark_catalog`` / ``default`` qualifiers it may carry."""
-    parts = [p.strip().strip("`") for p in name.split(".")]
-    if len(parts) == 3 and parts[0].lower() == "spark_catalog":
-        parts = parts[1:]
-    if len(parts) == 2 and parts[0].lower() == "default":
-        parts = parts[1:]
-    return ".".join(parts)

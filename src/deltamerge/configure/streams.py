@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from deltamerge.catalog import session_name
 from deltamerge.configure.state import (
     _FMT,
     _OPTS,
@@ -27,7 +28,6 @@ from deltamerge.configure.state import (
     bool_option,
     deltamerge_table,
     is_delta,
-    session_table_name,
     single_path,
 )
 from deltamerge.errors import AnalysisError, InvalidArgumentError
@@ -248,7 +248,7 @@ def _create_for_stream(writer: Any, name: str, partition_by: list[str]) -> str:
     """A new registered table ``name`` with the streaming DataFrame's schema; its path."""
     from deltamerge.builders import create_table
 
-    short = session_table_name(name, "start(path)")
+    short = session_name(name, "start(path)")
     schema = _frame(writer).schema
     return create_table(
         _session(writer), "createIfNotExists", name=short, schema=schema, partition_by=partition_by

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from deltamerge.catalog import session_name
 from deltamerge.configure.replace import (
     REPLACE_WHERE_DATA_COLUMNS,
     check_replace_where,
@@ -20,7 +21,6 @@ from deltamerge.configure.state import (
     delta_path_identifier,
     deltamerge_table,
     is_delta,
-    session_table_name,
     single_path,
     unqualified,
     writer_clustering,
@@ -310,7 +310,7 @@ def delta_save_as_table(
     by_path = delta_path_identifier(name)
     if by_path is not None:
         return delta_save(df, by_path, key, partition_by, options, cluster_by)
-    short = session_table_name(name, "save(path)")
+    short = session_name(name, "save(path)")
     opts = {k.lower(): v for k, v in options.items()}
     registered = catalog.path_for_name(short)
     location = registered or opts.get("path") or os.path.join(_warehouse_dir(spark), short.lower())

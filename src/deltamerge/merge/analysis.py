@@ -19,7 +19,7 @@ so that every type error surfaces here, before any file is written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql.types import (
@@ -55,6 +55,7 @@ from deltamerge.merge.resolution import (
     _check_value,
     _Resolver,
     _unresolved,
+    name_lookup,
 )
 from deltamerge.predicates import is_deterministic, rewrite_columns, split_conjuncts, to_sql
 from deltamerge.spark.qualifiers import qualified_columns
@@ -199,6 +200,8 @@ class _Analyzer:
         self.target = Side(
             "target", spec.target_alias, tuple(f.name for f in target_schema.fields), tcol, cs, target_schema
         )
+        if spec.target_name:
+            self.target = replace(self.target, by_qualifier=name_lookup(spec.target_name, self.target))
         self.source = Side(
             "source",
             spec.source_alias,
@@ -206,7 +209,7 @@ class _Analyzer:
             scol,
             cs,
             self.source_schema,
-            by_qualifier=qualified_columns(spec.source) if spec.source_alias is None else None,
+            by_qualifier=qualified_columns(spec.source),
         )
         self.r = _Resolver(self.target, self.source)
         self.final_schema = target_schema
@@ -250,6 +253,14 @@ class _Analyzer:
         parts = list(key)
         if len(parts) >= 2 and side.matches_alias(parts[0]) and side.index(parts[1]) is not None:
             parts = parts[1:]
+        elif len(parts) >= 2 and side.by_qualifier is not None and side.index(parts[0]) is None:
+            # ``default.people.v`` on a target opened by name: 3-, 2- then 1-part qualifiers, as Spark.
+            qualified = (
+                k
+                for k in range(min(3, len(parts) - 1), 0, -1)
+                if side.by_qualifier(tuple(parts[:k]), parts[k])
+            )
+            parts = parts[next(qualified, 0) :]
         idx = side.single(parts[0], key)
         if idx is None:
             raise _KeyError(_unresolved(".".join(display_name(p) for p in key), where, side.qualified()))

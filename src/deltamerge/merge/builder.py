@@ -69,6 +69,7 @@ class DeltaMergeBuilder:
     _condition: Any
     _target_alias: str | None
     _source_alias: str | None
+    _target_name: tuple[str, ...] = ()
     _clauses: tuple[MergeClause, ...] = ()
     _evolve: bool = False
     _extras: dict[str, Any] = field(default_factory=dict)
@@ -174,6 +175,7 @@ class DeltaMergeBuilder:
             clauses=self._clauses,
             target_alias=self._target_alias,
             source_alias=self._source_alias,
+            target_name=self._target_name,
             schema_evolution=self._evolve,
             extras=dict(self._extras),
         )
@@ -228,9 +230,14 @@ def dataframe_alias(df: DataFrame) -> str | None:
 
 
 def _last_part(name: str) -> str:
+    parts = name_parts(name)
+    return parts[-1] if parts else name
+
+
+def name_parts(name: str) -> tuple[str, ...]:
+    """The parts of a multi-part table name (``db.`my table``` -> ``("db", "my table")``)."""
     parts = re.findall(r"`(?:[^`]|``)+`|[^.`]+", name)
-    last = parts[-1] if parts else name
-    return last[1:-1].replace("``", "`") if last.startswith("`") else last
+    return tuple(p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts)
 
 
 def attribute_ids(df: DataFrame) -> set[int]:

@@ -88,6 +88,9 @@ class MergeSpec:
     clauses: tuple[MergeClause, ...]
     target_alias: str | None = None
     source_alias: str | None = None
+    # The name a target with no alias of its own was opened by (``("spark_catalog", "db", "people")``):
+    # its columns answer to every trailing part of it (``db.people.id``), as a catalog table's do.
+    target_name: tuple[str, ...] = ()
     schema_evolution: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 

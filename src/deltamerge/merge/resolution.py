@@ -38,6 +38,29 @@ def side_qualifier(side: str) -> str:
     return f"__dm_{side}__"
 
 
+def catalog_name(parts: Sequence[str], temp_view: bool = False) -> tuple[str, ...]:
+    """A table name as Spark qualifies a catalog table's columns: ``people`` and ``db.people`` in
+    the session catalog are ``spark_catalog.default.people`` and ``spark_catalog.db.people``. A temp
+    view's columns answer to its one-part name only."""
+    if temp_view or len(parts) >= 3:
+        return tuple(parts)
+    return ("spark_catalog", *parts) if len(parts) == 2 else ("spark_catalog", "default", *parts)
+
+
+def name_lookup(full: Sequence[str], columns: Side) -> Callable[[tuple[str, ...], str], list[int]]:
+    """``lookup(qualifier, name)`` for a side read by name: its columns when ``qualifier`` is a
+    trailing part of the full name (``people``, ``db.people``, ``spark_catalog.db.people``)."""
+
+    def lookup(qualifier: tuple[str, ...], name: str) -> list[int]:
+        tail = tuple(full[len(full) - len(qualifier) :]) if len(qualifier) <= len(full) else ()
+        same = len(tail) == len(qualifier) and all(
+            columns._eq(a, b) for a, b in zip(tail, qualifier, strict=True)
+        )
+        return columns.indices(name) if same else []
+
+    return lookup
+
+
 @dataclass(frozen=True)
 class Side:
     """One input of the merge as seen by name resolution."""
@@ -177,7 +200,7 @@ class _Resolver:
             found = [
                 (side, idx, tuple(parts[k + 1 :]))
                 for side in scope
-                if side.alias is None and side.by_qualifier is not None
+                if side.by_qualifier is not None
                 for idx in side.by_qualifier(tuple(parts[:k]), parts[k])
             ]
             if found:

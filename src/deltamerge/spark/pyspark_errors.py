@@ -12,6 +12,9 @@ loaded, :func:`adopt` adds the matching PySpark type to each class's bases, so
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pyspark.errors import AnalysisException, IllegalArgumentException, ParseException, PySparkException
 from pyspark.errors.exceptions.base import UnsupportedOperationException
 
@@ -36,3 +39,22 @@ def adopt() -> None:
     for ours, theirs in _PYSPARK_TYPES:
         if not issubclass(ours, theirs):
             ours.__bases__ = (*ours.__bases__, theirs)
+
+
+@contextmanager
+def quiet_query_context() -> Iterator[None]:
+    """PySpark logs an analysis error's query context at ERROR before raising it; inside this block
+    it does not, for a probe whose failure deltamerge expects and handles (or re-raises as its own).
+    PySpark's own logger objects are switched off: a plain ``logging.Logger`` registered under their
+    names would break PySpark's later ``logger.exception(..., errorClass=...)`` calls."""
+    from pyspark.logger import PySparkLogger
+
+    loggers = [PySparkLogger.getLogger(n) for n in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")]
+    were = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, were, strict=True):
+            lg.disabled = was

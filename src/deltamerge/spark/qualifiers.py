@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from deltamerge.spark.pyspark_errors import quiet_query_context
+
 QualifiedLookup = Callable[[tuple[str, ...], str], list[int]]
 
 
@@ -32,7 +34,8 @@ def qualified_columns(df: DataFrame) -> QualifiedLookup:
         key = (qualifier, name)
         if key not in cache:
             try:
-                cache[key] = _positions(df, qualifier, name)
+                with quiet_query_context():
+                    cache[key] = _positions(df, qualifier, name)
             except Exception:  # not resolvable (Spark's error is the caller's "cannot resolve")
                 cache[key] = []
         return cache[key]
