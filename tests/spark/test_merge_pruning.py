@@ -1378,6 +1378,81 @@ def test_decimal_keys_prune_files(spark, tmp_path, dv):
     assert res == (5, 2, 0, 3) and len(after) == 1003
 
 
+def _timestamp_keyed(spark, path, dv, kind):
+    """1,000 rows of ``kind`` keys a minute apart from 2024-03-10 00:00 plus a microsecond part
+    (so every statistic is cut), in 10 files of consecutive keys."""
+    df = spark.range(0, 1000, numPartitions=10).selectExpr(
+        f"CAST(timestamp_micros(1710028800000000 + id * 60000000 + id * 997) AS {kind}) AS k",
+        "CAST(id AS INT) AS v",
+    )
+    deltamerge.write(df, path, configuration={"delta.enableDeletionVectors": str(dv).lower()})
+
+
+@pytest.mark.parametrize(
+    "kind,dv",
+    [("TIMESTAMP", False), ("TIMESTAMP", True), ("TIMESTAMP_NTZ", False)],
+    ids=["ltz-cow", "ltz-dv", "ntz"],
+)
+def test_timestamp_keys_prune_files(spark, tmp_path, kind, dv):
+    """Timestamp keys (an event time in ON) prune as microseconds, the statistics' cut to the
+    millisecond widening each file's max: keys in one file of ten (one equal to its last row, whose
+    microseconds the max statistic lost) leave one candidate, keys before and after every file match
+    nothing; the results equal those without pruning. In a session time zone with a DST gap inside
+    the keys' range."""
+    ids = [350, 399, 5000, -10]
+    rows = [
+        (f"CAST(timestamp_micros(1710028800000000 + {i}L * 60000000 + {i}L * 997) AS {kind})", -j)
+        for j, i in enumerate(ids)
+    ]
+
+    def source():
+        union = " UNION ALL ".join(f"SELECT {k} AS k, {v} AS v" for k, v in rows)
+        return spark.sql(f"{union} UNION ALL SELECT CAST(NULL AS {kind}) AS k, -9 AS v")
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        path = str(tmp_path / "probe")
+        _timestamp_keyed(spark, path, dv, kind)
+        summary = _summary(spark, path, source(), "t.k = s.k", check_unique=True)
+        assert len(summary.files) == 1 and summary.unique and summary.min_expected_matches is None
+        res, after = _both_ways(
+            spark, tmp_path, source, "t.k = s.k", UPSERT, table=lambda p: _timestamp_keyed(spark, p, dv, kind)
+        )
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert res == (5, 2, 0, 3) and len(after) == 1003
+
+
+def test_timestamp_key_numbers_in_spark_equal_the_driver(spark):
+    """A TIMESTAMP's number is its instant's microseconds; a TIMESTAMP_NTZ's its wall time's, read as
+    UTC, in any session time zone (Spark's timestampdiff and casts go through the zone: a wall
+    time in a DST gap moved an hour)."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    from deltamerge.merge import key_numbers
+    from deltamerge.stats.values import parse_timestamp_micros
+
+    walls = ["0001-01-01 00:00:00", "1582-10-10 12:00:00", "1969-12-31 23:59:59.999999",
+             "1970-01-01 00:00:00", "2024-03-10 02:30:00.000001", "2024-11-03 01:30:00",
+             "9999-12-31 23:59:59.999999"]  # fmt: skip
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        for session in ("UTC", "America/New_York", "Asia/Kolkata"):
+            spark.conf.set("spark.sql.session.timeZone", session)
+            ntz = spark.sql(
+                " UNION ALL ".join(f"SELECT TIMESTAMP_NTZ'{w}' AS k" for w in walls)
+                + " UNION ALL SELECT NULL"
+            )
+            got = [r[0] for r in ntz.selectExpr(key_numbers.sql_of("k", TimestampNTZType())).collect()]
+            assert got == [parse_timestamp_micros(w, ignore_offset=True) for w in walls] + [None], session
+            ltz = spark.sql(" UNION ALL ".join(f"SELECT TIMESTAMP'{w}Z' AS k" for w in walls[2:]))
+            got = [r[0] for r in ltz.selectExpr(key_numbers.sql_of("k", TimestampType())).collect()]
+            assert got == [parse_timestamp_micros(w, "UTC") for w in walls[2:]], session
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
 _KEY_CHARS = ["a", "b", "z", "é", "ÿ", "€", "\uffff", "😀", "\U0010ffff", "\x7f", "0", "9", "-", "\x00"]
 
 

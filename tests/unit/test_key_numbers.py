@@ -103,3 +103,31 @@ def test_decimal_numbers_keep_the_order_and_saturate(a, b) -> None:
     assert key_numbers.LONG_MIN <= na <= key_numbers.LONG_MAX
     if abs(a) < Decimal(2**62):
         assert na == int(a.to_integral_value(rounding="ROUND_FLOOR"))
+
+
+_MICROS = st.integers(min_value=-62135596800000000, max_value=253402300799999999)  # years 1..9999
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=_MICROS, b=_MICROS, zone=st.sampled_from([None, "UTC", "Asia/Kolkata", "America/New_York"]))
+def test_timestamp_statistics_bound_the_values_they_were_cut_from(a: int, b: int, zone: str | None) -> None:
+    """A file's timestamp statistics are its min and max cut to the millisecond (with the writer's
+    offset for TIMESTAMP, none for TIMESTAMP_NTZ): the min's number is at most every value's, the max's
+    (plus the cut's 999 µs) at least, and a value's number is its microseconds."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    from deltamerge.stats.values import format_timestamp
+
+    lo, hi = min(a, b), max(a, b)
+    t = TimestampNTZType() if zone is None else TimestampType()
+    tz = None if zone is None else ZoneInfo(zone) if zone != "UTC" else dt.UTC
+    raw_lo, raw_hi = format_timestamp(lo, tz), format_timestamp(hi, tz)
+    if raw_lo is None or raw_hi is None:
+        return  # not renderable: the writer leaves no statistic
+    n_lo, n_hi = key_numbers.statistic(raw_lo, t), key_numbers.statistic(raw_hi, t, is_max=True)
+    assert n_lo is not None and n_hi is not None
+    assert n_lo <= lo <= hi <= n_hi and n_hi - hi < 1000 and lo - n_lo < 1000
+    assert key_numbers.of_value(raw_lo, t) is None  # no exact number: statistics and partitions differ

@@ -6,7 +6,9 @@ from values to integers that never reverses the order (``a <= b`` gives ``n(a) <
 Python for the statistics (``of_value``) and in Spark SQL for the source (``sql_of``): then a file
 whose numbers miss every source key's number misses every key.
 
-- Integers are themselves; dates their day number.
+- Integers are themselves; dates their day number; timestamps their microseconds since the epoch
+  (TIMESTAMP_NTZ: of its wall time read as UTC). Statistics keep a timestamp to the millisecond,
+  cut: a max statistic bounds the values up to 999 µs above it (``statistic(..., is_max=True)``).
 - Decimals (exact statistics) their floor, saturated to BIGINT: the integers of a CDC feed's NUMBER
   keys exactly, fractional keys coarsely.
 - Strings (Spark's default collation: byte-wise order of the UTF-8 text) a window of their bytes:
@@ -25,7 +27,9 @@ import math
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
-from pyspark.sql.types import DataType, DateType, DecimalType, StringType
+from pyspark.sql.types import DataType, DateType, DecimalType, StringType, TimestampNTZType, TimestampType
+
+from deltamerge.stats.values import parse_timestamp_micros
 
 LONG_MAX = (1 << 63) - 1
 LONG_MIN = -(1 << 63)
@@ -36,6 +40,8 @@ ABOVE = 1 << (8 * _WIDTH)  # a string after every one with the prefix
 BELOW = -1
 #: A string max this long may be a cut prefix of the file's values (as ``skipping.compiler``).
 MAYBE_CUT = 16
+#: Statistics write timestamps to the millisecond, cut (not rounded): a true max lies within this.
+TIMESTAMP_SLACK = 999
 
 
 def shared_prefix(texts: Sequence[str]) -> bytes:
@@ -76,10 +82,21 @@ def number_sql(column: str, prefix: bytes) -> str:
     )
 
 
+def statistic(raw: object, t: DataType, *, is_max: bool = False) -> int | None:
+    """A min or max statistic's number: a bound of every value of the file (None when unknown)."""
+    if isinstance(t, (TimestampType, TimestampNTZType)):
+        if not isinstance(raw, str):
+            return None
+        us = parse_timestamp_micros(raw, "UTC", ignore_offset=isinstance(t, TimestampNTZType))
+        return None if us is None else us + TIMESTAMP_SLACK if is_max else us
+    return of_value(raw, t)
+
+
 def of_value(raw: object, t: DataType) -> int | None:
-    """A statistic's or partition value's number (None when unknown or unreadable); strings go
-    through ``number`` with their files' shared prefix instead."""
-    if raw is None or isinstance(raw, bool) or isinstance(t, StringType):
+    """An exact statistic's or partition value's number (None when unknown or unreadable; for
+    timestamps, whose statistics are cut and whose partition values may be in a session's time zone:
+    ``statistic``); strings go through ``number`` with their files' shared prefix instead."""
+    if raw is None or isinstance(raw, bool) or isinstance(t, (StringType, TimestampType, TimestampNTZType)):
         return None
     if isinstance(t, DateType):
         if not isinstance(raw, str):
@@ -106,5 +123,14 @@ def sql_of(column: str, t: DataType) -> str:
         return (
             f"CASE WHEN {column} IS NULL THEN NULL WHEN {column} >= {LONG_MAX} THEN {LONG_MAX} "
             f"WHEN {column} <= {LONG_MIN} THEN {LONG_MIN} ELSE CAST(floor({column}) AS BIGINT) END"
+        )
+    if isinstance(t, TimestampType):
+        return f"unix_micros({column})"
+    if isinstance(t, TimestampNTZType):
+        # The wall time's microseconds from its fields: timestampdiff and casts to TIMESTAMP go
+        # through the session's time zone (a wall time in a DST gap moves an hour).
+        return (
+            f"unix_date(CAST({column} AS DATE)) * 86400000000 + (hour({column}) * 3600L "
+            f"+ minute({column}) * 60L) * 1000000L + CAST(date_part('SECOND', {column}) * 1000000 AS BIGINT)"
         )
     return f"unix_date({column})" if isinstance(t, DateType) else f"CAST({column} AS BIGINT)"

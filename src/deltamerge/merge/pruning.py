@@ -12,8 +12,8 @@ every file's range are dropped by the aggregation itself, so a source of mostly 
 cheap. The setting ``spark.databricks.optimizer.dynamicFilePruning`` (default true) turns it off.
 
 Keys are compared as numbers that keep their order (``merge/key_numbers.py``): integers, dates as
-day numbers, decimals as their floor, strings as a window of their UTF-8 bytes after the prefix
-every candidate's statistics share.
+day numbers, decimals as their floor, timestamps as microseconds, strings as a window of their UTF-8
+bytes after the prefix every candidate's statistics share.
 
 Partition columns have no statistics: a file's partition value is its min and max. A key on an
 integer or date partition column prunes when no data column key has statistics. Beside a data
@@ -42,6 +42,8 @@ from pyspark.sql.types import (
     ShortType,
     StringType,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 from sqlglot import exp
 
@@ -89,8 +91,15 @@ def _bounded(t: DataType) -> bool:
 
 def _prunable(t: DataType) -> bool:
     # Strings of the default collation too (byte order), as numbers of a window of their bytes,
-    # and decimals (exact statistics), as their floor (the integers a CDC feed's NUMBER keys are).
-    return _bounded(t) or t == StringType() or isinstance(t, DecimalType)
+    # decimals (exact statistics), as their floor (the integers a CDC feed's NUMBER keys are), and
+    # timestamps, as microseconds (their statistics' cut to milliseconds widens each max).
+    return _bounded(t) or t == StringType() or isinstance(t, (DecimalType, TimestampType, TimestampNTZType))
+
+
+def _preference(t: DataType) -> int:
+    # Integer, date and decimal keys are their numbers; a timestamp's statistics are cut, a
+    # string's numbers are a window of its bytes.
+    return 2 if t == StringType() else 1 if isinstance(t, (TimestampType, TimestampNTZType)) else 0
 
 
 def _atomic(t: DataType) -> bool:
@@ -107,8 +116,8 @@ def _same_values(t: DataType, s: DataType) -> bool:
 def equi_keys(rm: ResolvedMerge, *, bounded_only: bool = True) -> list[EquiKey]:
     """ON conjuncts that equate a top-level target column with a source column of the same type
     or both of integer types (when ``bounded_only``, of a type statistics prune by: integers,
-    dates and decimals, whose bounds are exact, and default-collation strings; else any atomic
-    type)."""
+    dates and decimals, whose bounds are exact, timestamps and default-collation strings; else
+    any atomic type)."""
     accept = _prunable if bounded_only else _atomic
     out = []
     n_target, n_source = len(rm.target_schema.fields), len(rm.source_schema.fields)
@@ -176,7 +185,7 @@ def _file_ranges(files: Sequence[AddFile], name: str, t: DataType) -> list[_File
         lo: int | None
         hi: int | None
         if prefix is None:
-            lo, hi = key_numbers.of_value(raw_lo, t), key_numbers.of_value(raw_hi, t)
+            lo, hi = key_numbers.statistic(raw_lo, t), key_numbers.statistic(raw_hi, t, is_max=True)
         elif (pair := _texts(raw_lo, raw_hi)) is not None:
             cut = len(pair[1]) >= key_numbers.MAYBE_CUT  # the max may be a cut prefix of the values
             lo, hi = key_numbers.number(pair[0], prefix), key_numbers.number(pair[1], prefix, ceiling=cut)
@@ -352,12 +361,12 @@ def summarize_source_keys(
     t = field.dataType
     if (
         _is_partition_column(candidates, stats_name)
-        or isinstance(t, StringType)
+        or isinstance(t, (StringType, TimestampType, TimestampNTZType))
         or (isinstance(t, DecimalType) and t.scale > 0)
     ):
         # Source keys per partition say nothing about how many rows of a file match, and the
-        # number of a string or of a fractional decimal says nothing of how densely a file's keys
-        # fill its range.
+        # number of a string, a timestamp or a fractional decimal says nothing of how densely a
+        # file's keys fill its range.
         summary = replace(summary, min_expected_matches=None)
     return summary
 
@@ -537,9 +546,8 @@ def pruning_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> PruneKey:
     """The equi-join key pruning uses (the first one with exact statistics) and the candidates'
     ranges of it; no key when there are too few candidates or none has bounds for it. A merge
     computes it once for both summaries (a pass over every candidate's statistics)."""
-    # Strings last: an integer or date key's numbers are the values themselves.
     fields = rm.target_schema.fields
-    bounded = sorted(equi_keys(rm), key=lambda k: fields[k.target_index].dataType == StringType())
+    bounded = sorted(equi_keys(rm), key=lambda k: _preference(fields[k.target_index].dataType))
     if len(candidates) < MIN_FILES or not bounded:
         return None, []
     fallback: PruneKey = (None, [])
@@ -597,8 +605,8 @@ def summarize_from_statistics(
         if not isinstance(nulls, int) or isinstance(nulls, bool):
             return None
         has_null = has_null or nulls > 0
-        lo = key_numbers.of_value(st.lookup("min", (column,)), field.dataType)
-        hi = key_numbers.of_value(st.lookup("max", (column,)), field.dataType)
+        lo = key_numbers.statistic(st.lookup("min", (column,)), field.dataType)
+        hi = key_numbers.statistic(st.lookup("max", (column,)), field.dataType, is_max=True)
         if lo is None or hi is None:
             if nulls >= n:
                 continue  # only NULL keys
