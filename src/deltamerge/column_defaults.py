@@ -38,6 +38,7 @@ from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
 from deltamerge.predicates import DIALECT, column_references, is_deterministic, parse_expression, to_sql
+from deltamerge.spark.pyspark_errors import quiet_query_context
 
 CURRENT_DEFAULT = "CURRENT_DEFAULT"
 EXISTS_DEFAULT = "EXISTS_DEFAULT"
@@ -147,7 +148,8 @@ def validate(spark: SparkSession, schema: StructType) -> None:
                 "NOT_CONSTANT", f, text, "which is not a constant expression whose equivalent value is known."
             )
         try:
-            got = spark.range(1).selectExpr(f"({to_sql(node)}) AS d").schema.fields[0].dataType
+            with quiet_query_context():  # re-raised as Delta's error below
+                got = spark.range(1).selectExpr(f"({to_sql(node)}) AS d").schema.fields[0].dataType
         except Exception as e:
             raise _invalid(
                 "UNRESOLVED_EXPRESSION", f, text, f"which fails to resolve: {str(e).splitlines()[0]}"
@@ -161,7 +163,10 @@ def validate(spark: SparkSession, schema: StructType) -> None:
                 f'value of incompatible "{got.simpleString().upper()}" type.',
             )
         try:  # evaluated once: a value the column cannot hold fails here (ANSI casts)
-            spark.range(1).selectExpr(f"CAST(({to_sql(node)}) AS {f.dataType.simpleString()}) AS d").collect()
+            with quiet_query_context():
+                spark.range(1).selectExpr(
+                    f"CAST(({to_sql(node)}) AS {f.dataType.simpleString()}) AS d"
+                ).collect()
         except Exception as e:
             raise _invalid(
                 "DATA_TYPE",

@@ -19,6 +19,7 @@ from deltamerge.errors import AnalysisError, InvariantViolationError
 from deltamerge.io import read_snapshot
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.predicates import has_aggregate, is_deterministic, parse_expression
+from deltamerge.spark.pyspark_errors import quiet_query_context
 from deltamerge.spark.session import conf_getter
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
@@ -60,7 +61,8 @@ def add_constraint(spark: SparkSession, path: str, name: str, expression: str, t
         )
     rows = read_snapshot(spark, snap)
     try:
-        checked = rows.selectExpr(f"({expression}) AS __dm_check")
+        with quiet_query_context():  # re-raised as Delta's error below
+            checked = rows.selectExpr(f"({expression}) AS __dm_check")
     except Exception as e:  # Spark's analysis error: an unknown column, a bad function call
         raise AnalysisError(
             f"CHECK constraint '{name}' ({expression}) cannot be evaluated on the table: "

@@ -34,6 +34,7 @@ from deltamerge.predicates import (
     parse_expression,
     rewrite_columns,
 )
+from deltamerge.spark.pyspark_errors import quiet_query_context
 from deltamerge.spark.types import as_nullable, quote_name
 
 GENERATION_EXPRESSION = "delta.generationExpression"
@@ -137,7 +138,8 @@ def validate(spark: SparkSession, schema: StructType, *, case_sensitive: bool = 
                 "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
             )
         try:
-            got = spark.createDataFrame([], plain).selectExpr(text).schema.fields[0].dataType
+            with quiet_query_context():  # re-raised as Delta's error below
+                got = spark.createDataFrame([], plain).selectExpr(text).schema.fields[0].dataType
         except Exception as e:  # Spark's own analysis error, first line
             raise _invalid(
                 f"The generation expression of column {f.name} ({text}) cannot be evaluated: "
