@@ -583,6 +583,24 @@ def test_a_source_read_from_a_catalog_table_answers_to_its_full_name(spark, tabl
         spark.sql("DROP DATABASE qual_db CASCADE")
 
 
+def test_struct_fields_of_an_aliased_source_ask_spark_nothing(spark, table, monkeypatch):
+    """``info.flag`` (a struct field, no qualifier) on a source aliased ``s``: a one-part qualifier
+    can name an aliased side only by its alias, so Spark is not asked to resolve ``info`` as one."""
+    from deltamerge.spark import qualifiers
+
+    asked: list[tuple[str, ...]] = []
+    real = qualifiers._positions
+    monkeypatch.setattr(qualifiers, "_positions", lambda df, q, n: asked.append(q) or real(df, q, n))
+    source = spark.sql("SELECT 1 AS key, named_struct('flag', true, 'v', 5) AS info").alias("s")
+    merged = (
+        table.alias("t")
+        .merge(source, "t.key = s.key AND info.flag")
+        .whenMatchedUpdate(set={"value": "info.v"})
+        .execute()
+    )
+    assert tuple(merged.first()) == (1, 1, 0, 0) and _rows(table)[1] == (1, 5) and asked == []
+
+
 def test_an_unresolved_qualifier_logs_no_spark_error(spark, table):
     """Resolving ``nope.key`` asks Spark whether the source's columns answer to ``nope``; PySpark
     logged its refusal at ERROR (with a Java stack trace) before deltamerge raised its own error."""

@@ -254,10 +254,12 @@ class _Analyzer:
         if len(parts) >= 2 and side.matches_alias(parts[0]) and side.index(parts[1]) is not None:
             parts = parts[1:]
         elif len(parts) >= 2 and side.by_qualifier is not None and side.index(parts[0]) is None:
-            # ``default.people.v`` on a target opened by name: 3-, 2- then 1-part qualifiers, as Spark.
+            # ``default.people.v`` on a target opened by name: 3-, 2- then 1-part qualifiers, as Spark
+            # (a side with an alias answers to one part by its alias only).
+            lowest = 1 if side.alias is None else 2
             qualified = (
                 k
-                for k in range(min(3, len(parts) - 1), 0, -1)
+                for k in range(min(3, len(parts) - 1), lowest - 1, -1)
                 if side.by_qualifier(tuple(parts[:k]), parts[k])
             )
             parts = parts[next(qualified, 0) :]

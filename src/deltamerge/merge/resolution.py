@@ -197,10 +197,12 @@ class _Resolver:
         a three-part qualifier (``catalog.db.u``) first, then two, then one, before the reference is
         read as a column's struct fields."""
         for k in range(min(3, len(parts) - 1), 0, -1):
+            # A side with an alias answers to a one-part qualifier by its alias only (matched
+            # before): asking again would cost a Spark analysis per struct field reference.
             found = [
                 (side, idx, tuple(parts[k + 1 :]))
                 for side in scope
-                if side.by_qualifier is not None
+                if side.by_qualifier is not None and (side.alias is None or k > 1)
                 for idx in side.by_qualifier(tuple(parts[:k]), parts[k])
             ]
             if found:
