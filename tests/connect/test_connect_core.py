@@ -162,6 +162,27 @@ def test_source_qualifiers_kept_under_other_operators(connect_spark, path):
     assert _rows(table.toDF()) == [(1, 5, "old"), (2, 20, "old"), (3, 0, "old"), (9, 91, "x")]
 
 
+def test_full_names_of_a_named_target_and_a_catalog_table_source(connect_spark, path):
+    """``spark_catalog.default.<name>.id`` on a target opened by name; ``db.u.id`` on a source read
+    from a catalog table with ``spark.table("db.u")``."""
+    spark = connect_spark
+    _target(spark, path, n=3)
+    name = f"connect_{uuid.uuid4().hex[:8]}"
+    deltamerge.register_table(spark, name, path)
+    spark.sql("CREATE DATABASE IF NOT EXISTS qual_cdb")
+    spark.createDataFrame([(2, 77)], "id long, v long").write.mode("overwrite").saveAsTable("qual_cdb.u")
+    try:
+        table = DeltaTable.forName(spark, f"default.{name}")
+        on = f"spark_catalog.default.{name}.id = qual_cdb.u.id"
+        result = table.merge(spark.table("qual_cdb.u"), on)
+        result = result.whenMatchedUpdate(set={f"default.{name}.v": "u.v"})
+        assert tuple(result.execute().collect()[0]) == (1, 1, 0, 0)
+        assert _rows(table.toDF())[1] == (2, 77, "old")
+    finally:
+        deltamerge.unregister_table(spark, name)
+        spark.sql("DROP DATABASE qual_cdb CASCADE")
+
+
 def test_sql_merge_by_name_and_by_path(connect_spark, path):
     spark = connect_spark
     _target(spark, path, n=3)
