@@ -36,7 +36,7 @@ def session_name(name: str, alternative: str) -> str:
     (deltamerge has no metastore: its names are Spark temp views, which have one part), naming
     ``alternative``."""
     short = unqualified(name)
-    if "." in short:
+    if "." in short or not short:
         raise InvalidArgumentError(
             f"Cannot name a table {name!r}: deltamerge table names are session names without a "
             f"database (it has no metastore). Use an unqualified name, or {alternative}.",

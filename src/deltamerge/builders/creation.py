@@ -59,15 +59,7 @@ def table_location(spark: SparkSession, name: str) -> str:
 
 
 def _register_name(name: str) -> str:
-    parts = name.split(".")
-    while len(parts) > 1 and parts[0].lower() in ("spark_catalog", "default"):
-        parts = parts[1:]
-    if len(parts) != 1 or not parts[0]:
-        raise InvalidArgumentError(
-            f"deltamerge table names are single-part (they become Spark temp views); got `{name}`. "
-            "Use a name without a database, or a path with .location(...)."
-        )
-    return parts[0]
+    return catalog.session_name(name, "a path with .location(...)")
 
 
 def replace_missing_error(shown: str) -> TableNotFoundError:
