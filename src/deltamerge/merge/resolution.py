@@ -193,9 +193,9 @@ class _Resolver:
 
     @staticmethod
     def _by_column_qualifiers(parts: list[str], scope: Sequence[Side]) -> list[_Candidate]:
-        """``u.id`` on a side without an alias over it, by its columns' own qualifiers; as Spark,
-        a three-part qualifier (``catalog.db.u``) first, then two, then one, before the reference is
-        read as a column's struct fields."""
+        """``u.id`` by the qualifiers a side's columns keep (a source with no alias over it, a table
+        read's or a named target's full name); as Spark, a three-part qualifier (``catalog.db.u``)
+        first, then two, then one, before the reference is read as a column's struct fields."""
         for k in range(min(3, len(parts) - 1), 0, -1):
             # A side with an alias answers to a one-part qualifier by its alias only (matched
             # before): asking again would cost a Spark analysis per struct field reference.
