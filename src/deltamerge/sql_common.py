@@ -4,14 +4,17 @@ path or registered name, property lists, and the empty result."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import exp
 
+from deltamerge import catalog
 from deltamerge.errors import ParseError, TableNotFoundError
 from deltamerge.identifiers import QUALIFIED, lookup_table
 from deltamerge.identifiers import unquote as _unquote
+from deltamerge.merge.resolution import catalog_name
 
 __all__ = [
     "FLAGS",
@@ -20,6 +23,7 @@ __all__ = [
     "delta_table",
     "empty_frame",
     "parse_properties",
+    "qualify_target_columns",
     "refuse_extras",
     "resolve_table",
     "syntax_error_text",
@@ -90,6 +94,48 @@ def delta_source(table: exp.Table) -> str | None:
         return path
     found = lookup_table([p.name for p in table.parts])
     return None if found is None else found[0]
+
+
+def qualify_target_columns(
+    statement: exp.Expression, parts_of: Sequence[str], path_qualifier: str | None
+) -> None:
+    """Columns in ``statement``'s ``parts_of`` arguments qualified by its unaliased target's full
+    name (``default.people.id``, ``spark_catalog.default.people.id``, ``delta.`/p`.id``) rewritten to
+    the qualifier the statement resolves: the table's name, or ``path_qualifier`` for a path (None:
+    left as written), as Spark resolves them for Delta."""
+    table = statement.this
+    if not isinstance(table, exp.Table) or table.alias:
+        return
+    parts = [p.name for p in table.parts]
+    path = path_of(table)
+    if path is not None:  # delta.`/p`: the path is case-sensitive, the rest is not
+        if path_qualifier is None:
+            return
+        forms, qualifier = [["delta", path], [path]], path_qualifier
+    else:
+        full = list(catalog_name(parts, temp_view=catalog.path_for_name(".".join(parts)) is None))
+        forms, qualifier = [full[i:] for i in range(len(full) - 1)], table.name
+
+    def same(a: list[str], b: list[str]) -> bool:
+        return all(x == y or (x.lower() == y.lower() and y != path) for x, y in zip(a, b, strict=True))
+
+    for clause_part in (statement.args.get(k) for k in parts_of):
+        if clause_part is None:
+            continue
+        for column in list(_columns_in(clause_part)):
+            nodes = [n for key in ("catalog", "db", "table") if (n := column.args.get(key)) is not None]
+            names = [n.name for n in nodes]
+            for form in forms:
+                if len(names) >= len(form) and same(names[: len(form)], form):
+                    rest = [exp.to_identifier(qualifier, quoted=True), *nodes[len(form) :], column.this]
+                    keys = ("this", "table", "db", "catalog")
+                    column.replace(exp.Column(**dict(zip(keys, reversed(rest), strict=False))))
+                    break
+
+
+def _columns_in(node: exp.Expression | list[exp.Expression]) -> list[exp.Column]:
+    items = node if isinstance(node, list) else [node]
+    return [c for item in items for c in item.find_all(exp.Column)]
 
 
 def table_node(table: exp.Table) -> tuple[str, str | None, str | None]:

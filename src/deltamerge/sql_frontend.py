@@ -20,11 +20,11 @@ from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
 from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
-from deltamerge.merge.resolution import catalog_name, side_qualifier
+from deltamerge.merge.resolution import side_qualifier
 from deltamerge.predicates import DIALECT, to_sql
 from deltamerge.sql_common import (
     check_with_spark_parser,
-    path_of,
+    qualify_target_columns,
     refuse_extras,
     syntax_error_text,
     target_key,
@@ -120,38 +120,6 @@ def _clause(when: exp.When) -> MergeClause:
         ]
         return MergeClause(kind, ActionType.INSERT, condition, tuple(assigns))
     raise ParseError(f"Unsupported MERGE action: {to_sql(then) if then is not None else 'none'}.")
-
-
-def _qualify_target(statement: exp.Merge) -> None:
-    """Columns qualified by the unaliased target's full name (``default.people.id``,
-    ``delta.`/p`.id``, ``spark_catalog.default.people.id``) rewritten to the qualifier the merge
-    resolves (the table's name; for a path, the target's own), as Spark resolves them."""
-    table = statement.this
-    if not isinstance(table, exp.Table) or table.alias:
-        return
-    parts = [p.name for p in table.parts]
-    path = path_of(table)
-    if path is not None:  # delta.`/p`: the path is case-sensitive, the rest is not
-        forms, qualifier = [["delta", path], [path]], side_qualifier("target")
-    else:
-        full = list(catalog_name(parts, temp_view=catalog.path_for_name(".".join(parts)) is None))
-        forms, qualifier = [full[i:] for i in range(len(full) - 1)], table.name
-
-    def same(a: list[str], b: list[str]) -> bool:
-        return all(x == y or (x.lower() == y.lower() and y != path) for x, y in zip(a, b, strict=True))
-
-    for clause_part in (statement.args.get("on"), statement.args.get("whens")):
-        if clause_part is None:
-            continue
-        for column in list(clause_part.find_all(exp.Column)):
-            nodes = [n for key in ("catalog", "db", "table") if (n := column.args.get(key)) is not None]
-            names = [n.name for n in nodes]
-            for form in forms:
-                if len(names) >= len(form) and same(names[: len(form)], form):
-                    rest = [exp.to_identifier(qualifier, quoted=True), *nodes[len(form) :], column.this]
-                    keys = ("this", "table", "db", "catalog")
-                    column.replace(exp.Column(**dict(zip(keys, reversed(rest), strict=False))))
-                    break
 
 
 def _check_sql_grammar(clauses: list[MergeClause]) -> None:
@@ -341,7 +309,7 @@ def parse_merge(spark: SparkSession, text: str) -> tuple[str, MergeSpec] | None:
     refuse_extras(
         statement, {"this", "using", "on", "using_cond", "whens", "with_", "with"}, "the statement", "MERGE"
     )
-    _qualify_target(statement)
+    qualify_target_columns(statement, ("on", "whens"), side_qualifier("target"))
     clauses = [_clause(w) for w in statement.args["whens"].expressions] if statement.args.get("whens") else []
     _check_sql_grammar(clauses)
     try:

@@ -56,6 +56,7 @@ from deltamerge.sql_common import (
     empty_frame,
     parse_properties,
     path_of,
+    qualify_target_columns,
     refuse_extras,
     resolve_table,
     syntax_error_text,
@@ -193,6 +194,7 @@ def _dml(spark: SparkSession, text: str) -> DataFrame | None:
     refuse_extras(statement, allowed, "the statement", operation)
     path, alias = _dml_target(spark, target, operation)
     check_with_spark_parser(spark, text)
+    qualify_target_columns(statement, ("where", "expressions"), None)
     where = statement.args.get("where")
     condition = where.this if where is not None else None
     if isinstance(statement, exp.Delete):

@@ -552,6 +552,14 @@ def test_a_target_opened_by_name_answers_to_its_full_name(spark, table, tmp_path
             "WHEN MATCHED THEN UPDATE SET spark_catalog.default.qual_people.value = -1",
         )
         assert _rows(table)[2] == (2, -1)
+        # SQL UPDATE and DELETE on the name too (Spark resolves them against the catalog table).
+        deltamerge.sql(
+            spark,
+            "UPDATE qual_people SET spark_catalog.default.qual_people.value = -3 "
+            "WHERE default.qual_people.key = 3",
+        )
+        deltamerge.sql(spark, "DELETE FROM default.qual_people WHERE default.qual_people.key = 4")
+        assert _rows(table)[3:5] == [(3, -3), (5, 50)]
         version = table.version()
         for q in ("other.qual_people", "spark_catalog.other.qual_people"):
             with pytest.raises(AnalysisError, match=rf"DELTA_MERGE_UNRESOLVED_EXPRESSION.*{q}\.key"):
