@@ -192,6 +192,37 @@ def _unqualified(node: exp.Expression, alias: str | None, sensitive: bool) -> ex
     return rewrite_columns(node, strip)
 
 
+def _named(
+    cond: exp.Expression | None, assigns: Sequence[Assignment], full_name: Sequence[str], alias: str | None
+) -> tuple[exp.Expression | None, tuple[Assignment, ...]]:
+    """``cond`` and ``assigns`` with references qualified by the target's full name
+    (``default.people.v``) qualified by its alias instead, as Spark resolves a catalog table's."""
+    forms = [tuple(full_name[i:]) for i in range(len(full_name) - 1)]  # two parts or more
+    if not forms or alias is None:
+        return cond, tuple(assigns)
+
+    def strip(parts: Sequence[str]) -> list[str]:
+        for form in forms:
+            if len(parts) > len(form) and all(
+                a.lower() == b.lower() for a, b in zip(parts, form, strict=False)
+            ):
+                return [alias, *parts[len(form) :]]
+        return list(parts)
+
+    def column(parts: list[str]) -> exp.Expression:
+        head, *rest = strip(parts)
+        out: exp.Expression = exp.column(head, quoted=True)
+        for p in rest:
+            out = exp.Dot(this=out, expression=exp.to_identifier(p, quoted=True))
+        return out
+
+    def rewritten(node: exp.Expression) -> exp.Expression:
+        return rewrite_columns(node, column)
+
+    named = tuple(Assignment(tuple(strip(a.key)), rewritten(a.value)) for a in assigns)
+    return (None if cond is None else rewritten(cond)), named
+
+
 def _partition_only(
     node: exp.Expression, partition_columns: Sequence[str], alias: str | None, sensitive: bool
 ) -> bool:
@@ -354,13 +385,14 @@ def delete(
     condition: exp.Expression | str | Column | None = None,
     *,
     target_alias: str | None = None,
+    target_name: Sequence[str] = (),
 ) -> DataFrame:
     """Delete the rows matching ``condition`` (all rows when None).
 
     Returns one row ``num_affected_rows`` (Delta's DELETE output: ``-1`` when whole files were removed
-    and their row counts are unknown).
+    and their row counts are unknown). ``target_name``: the full name of a table opened by name.
     """
-    cond = _resolve_condition(condition)
+    cond, _ = _named(_resolve_condition(condition), (), target_name, target_alias)
     log = DeltaLog.for_table(table_root)
     snapshot = log.update()
     _check_append_only(snapshot, "DELETE")
@@ -483,11 +515,12 @@ def update(
     assignments: Sequence[Assignment] | Mapping[str, str | Column],
     *,
     target_alias: str | None = None,
+    target_name: Sequence[str] = (),
 ) -> DataFrame:
     """Set columns of the rows matching ``condition`` (all rows when None).
 
     ``assignments``: parsed ``Assignment``s or a delta-spark ``set`` dict (column name -> SQL text or
-    Column). Returns one row ``num_affected_rows``.
+    Column). Returns one row ``num_affected_rows``. ``target_name``: as ``delete``'s.
     """
     if isinstance(assignments, Mapping):
         from deltamerge.merge.builder import assignments as to_assignments
@@ -495,7 +528,7 @@ def update(
         assigns = to_assignments(dict(assignments))
     else:
         assigns = tuple(assignments)
-    cond = _resolve_condition(condition)
+    cond, assigns = _named(_resolve_condition(condition), assigns, target_name, target_alias)
     log = DeltaLog.for_table(table_root)
     snapshot = log.update()
     _check_append_only(snapshot, "UPDATE")

@@ -374,16 +374,10 @@ class DeltaTable:
             _condition=condition,
             _target_alias=target_alias,
             _source_alias=dataframe_alias(source),
-            _target_name=self._full_name() if not self._alias else (),
+            _target_name=self._target_name(),
             _refs=attribute_renderer(self._handed_out, source),
             _extras={} if self._widening is None else {WIDENING_AT_ANALYSIS: self._widening},
         )
-
-    def _full_name(self) -> tuple[str, ...]:
-        # A registered name is a catalog table's (``spark_catalog.default.people``); else a temp view's.
-        if not self._name:
-            return ()
-        return catalog_name(name_parts(self._name), temp_view=catalog.path_for_name(self._name) is None)
 
     def _run_merge(self, spec: MergeSpec) -> DataFrame:
         from deltamerge.merge.command import run_merge
@@ -402,13 +396,26 @@ class DeltaTable:
     def _target_alias(self) -> str | None:
         return self._alias or (name_parts(self._name)[-1] if self._name else None)
 
+    def _target_name(self) -> tuple[str, ...]:
+        # Opened by name with no alias: a registered name is a catalog table's
+        # (``spark_catalog.default.people``), another a temp view's (its one part).
+        if self._alias or not self._name:
+            return ()
+        return catalog_name(name_parts(self._name), temp_view=catalog.path_for_name(self._name) is None)
+
     def delete(self, condition: str | Column | None = None) -> None:
         """Delete the rows matching ``condition`` (every row when None)."""
         from deltamerge.dml import delete
         from deltamerge.spark.arg_checks import check_condition_arg
 
         check_condition_arg(condition)
-        delete(self._spark, self._path, condition, target_alias=self._target_alias())
+        delete(
+            self._spark,
+            self._path,
+            condition,
+            target_alias=self._target_alias(),
+            target_name=self._target_name(),
+        )
 
     def update(
         self, condition: str | Column | None = None, set: dict[str, str | Column] | None = None
@@ -419,7 +426,14 @@ class DeltaTable:
 
         values = check_set_arg(set)
         check_condition_arg(condition)
-        update(self._spark, self._path, condition, values, target_alias=self._target_alias())
+        update(
+            self._spark,
+            self._path,
+            condition,
+            values,
+            target_alias=self._target_alias(),
+            target_name=self._target_name(),
+        )
 
     # --- CREATE / REPLACE, RESTORE, OPTIMIZE (see deltamerge.builders) --------------------------------
 

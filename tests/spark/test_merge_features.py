@@ -560,6 +560,12 @@ def test_a_target_opened_by_name_answers_to_its_full_name(spark, table, tmp_path
         )
         deltamerge.sql(spark, "DELETE FROM default.qual_people WHERE default.qual_people.key = 4")
         assert _rows(table)[3:5] == [(3, -3), (5, 50)]
+        named = DeltaTable.forName(spark, "qual_people")
+        named.update(
+            "default.qual_people.key = 5", {"default.qual_people.value": "default.qual_people.value + 1"}
+        )
+        named.delete("spark_catalog.default.qual_people.key = 0")
+        assert _rows(table)[0] == (1, 73) and _rows(table)[-1] == (5, 51)
         version = table.version()
         for q in ("other.qual_people", "spark_catalog.other.qual_people"):
             with pytest.raises(AnalysisError, match=rf"DELTA_MERGE_UNRESOLVED_EXPRESSION.*{q}\.key"):
