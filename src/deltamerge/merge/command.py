@@ -570,7 +570,7 @@ def _summary_from_source_statistics(
 ) -> SourceKeySummary | None:
     """The source-key summary from the statistics of a source that plainly reads Delta files
     (``merge/source_stats.py``), or None (the Spark job then runs)."""
-    from deltamerge.merge.pruning import summarize_from_statistics
+    from deltamerge.merge.source_stats import summarize_from_statistics
 
     if not setting(ctx.spark, SessionConf.SOURCE_STATISTICS):
         return None

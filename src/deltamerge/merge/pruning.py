@@ -224,10 +224,6 @@ def _texts(lo: object, hi: object) -> tuple[str, str] | None:
     return lo, hi
 
 
-#: A source file's keys are dense when its key range is at most this many values per row.
-_DENSE = 4
-
-
 def _bucket_grid(lo: int, hi: int) -> tuple[int, int, int]:
     """``(base, end, width)``: ``_BUCKETS`` buckets of a power-of-two ``width`` from ``base`` (a
     multiple of it) to ``end``, covering ``[lo, hi]``. The numbers become literals in Spark's
@@ -354,7 +350,9 @@ def summarize_source_keys(
     buckets = [
         (int(r["lo"]), int(r["hi"]), int(r["rows"] or 0)) for r in rows if r["b"] >= 0 and r["lo"] is not None
     ]
-    summary = _pruned(candidates, ranges, field.name, prune_key.null_safe, buckets, has_null, unique, total)
+    summary = pruned_summary(
+        candidates, ranges, field.name, prune_key.null_safe, buckets, has_null, unique, total
+    )
     if part is not None:
         summary = part.prune(summary, rows)
     stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
@@ -439,7 +437,7 @@ def _partition_key(
     return None
 
 
-def _pruned(
+def pruned_summary(
     candidates: Sequence[AddFile],
     ranges: list[_FileRange],
     name: str,
@@ -567,51 +565,3 @@ def pruning_key(rm: ResolvedMerge, candidates: Sequence[AddFile]) -> PruneKey:
             # also separates the files within a partition, is preferred when there is one.
             fallback = (key, ranges)
     return fallback
-
-
-def summarize_from_statistics(
-    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile], key_ranges: PruneKey | None = None
-) -> SourceKeySummary | None:
-    """``summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a source
-    that reads every row of live Delta files unchanged (``merge/source_stats.py``): each file's
-    ``[min, max]`` of the key column and its row count stand in for the aggregation's groups.
-    Uniqueness is not known (``unique`` False).
-
-    None when the source is not such a read, a file lacks the statistics, or a file's keys are
-    sparse in their range (more than ``_DENSE`` values of range per row): a file of updated keys
-    plus new keys past the table's end spans every file in between, where the job's 1024 groups
-    would keep only the touched ones."""
-    from deltamerge.merge import source_stats
-
-    key, ranges = key_ranges or pruning_key(rm, candidates)
-    if key is None or isinstance(rm.target_schema.fields[key.target_index].dataType, StringType):
-        return None  # a string key's numbers need the job (its statistics may be cut)
-    found = source_stats.key_column(source, key.source_index)
-    source_files = source_stats.live_files(found[1]) if found is not None else None
-    if found is None or source_files is None:
-        return None
-    column = found[0]
-    field = rm.target_schema.fields[key.target_index]
-    groups: list[tuple[int, int, int]] = []
-    has_null = False
-    total = 0
-    for f in source_files:
-        st = parse_stats(f.stats)
-        n = None if st is None else st.num_records
-        if st is None or n is None:
-            return None
-        total += n
-        nulls = st.lookup("null", (column,))
-        if not isinstance(nulls, int) or isinstance(nulls, bool):
-            return None
-        has_null = has_null or nulls > 0
-        lo = key_numbers.statistic(st.lookup("min", (column,)), field.dataType)
-        hi = key_numbers.statistic(st.lookup("max", (column,)), field.dataType, is_max=True)
-        if lo is None or hi is None:
-            if nulls >= n:
-                continue  # only NULL keys
-            return None
-        if hi - lo + 1 > _DENSE * (n - nulls):
-            return None  # sparse keys: the job's finer groups would prune files this range keeps
-        groups.append((lo, hi, n - nulls))
-    return _pruned(candidates, ranges, field.name, key.null_safe, groups, has_null, False, total)

@@ -21,10 +21,14 @@ from collections.abc import Sequence
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StringType
 
 from deltamerge.log.actions import AddFile
-from deltamerge.merge.analysis import scol
+from deltamerge.merge import key_numbers
+from deltamerge.merge.analysis import ResolvedMerge, scol
+from deltamerge.merge.pruning import PruneKey, SourceKeySummary, pruned_summary, pruning_key
 from deltamerge.spark.scan import absolute_file_path
+from deltamerge.stats import parse_stats
 
 _ITEM = re.compile(r"^(?P<name>.+?)#(?P<id>\d+)L?(?: AS (?P<alias>.+?)#(?P<alias_id>\d+)L?)?$")
 _RELATION = re.compile(r"^\[(?P<cols>.*)\] parquet$")
@@ -106,3 +110,53 @@ def live_files(paths: Sequence[str]) -> list[AddFile] | None:
             return None
         out.append(add)
     return out
+
+
+#: A source file's keys are dense when its key range is at most this many values per row.
+_DENSE = 4
+
+
+def summarize_from_statistics(
+    rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile], key_ranges: PruneKey | None = None
+) -> SourceKeySummary | None:
+    """``pruning.summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a source
+    that reads every row of live Delta files unchanged (``merge/source_stats.py``): each file's
+    ``[min, max]`` of the key column and its row count stand in for the aggregation's groups.
+    Uniqueness is not known (``unique`` False).
+
+    None when the source is not such a read, a file lacks the statistics, or a file's keys are
+    sparse in their range (more than ``_DENSE`` values of range per row): a file of updated keys
+    plus new keys past the table's end spans every file in between, where the job's 1024 groups
+    would keep only the touched ones."""
+    key, ranges = key_ranges or pruning_key(rm, candidates)
+    if key is None or isinstance(rm.target_schema.fields[key.target_index].dataType, StringType):
+        return None  # a string key's numbers need the job (its statistics may be cut)
+    found = key_column(source, key.source_index)
+    source_files = live_files(found[1]) if found is not None else None
+    if found is None or source_files is None:
+        return None
+    column = found[0]
+    field = rm.target_schema.fields[key.target_index]
+    groups: list[tuple[int, int, int]] = []
+    has_null = False
+    total = 0
+    for f in source_files:
+        st = parse_stats(f.stats)
+        n = None if st is None else st.num_records
+        if st is None or n is None:
+            return None
+        total += n
+        nulls = st.lookup("null", (column,))
+        if not isinstance(nulls, int) or isinstance(nulls, bool):
+            return None
+        has_null = has_null or nulls > 0
+        lo = key_numbers.statistic(st.lookup("min", (column,)), field.dataType)
+        hi = key_numbers.statistic(st.lookup("max", (column,)), field.dataType, is_max=True)
+        if lo is None or hi is None:
+            if nulls >= n:
+                continue  # only NULL keys
+            return None
+        if hi - lo + 1 > _DENSE * (n - nulls):
+            return None  # sparse keys: the job's finer groups would prune files this range keeps
+        groups.append((lo, hi, n - nulls))
+    return pruned_summary(candidates, ranges, field.name, key.null_safe, groups, has_null, False, total)
