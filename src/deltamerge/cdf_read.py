@@ -43,10 +43,11 @@ from deltamerge.errors import (
 from deltamerge.log import column_mapping, filenames
 from deltamerge.log.actions import AddCDCFile, AddFile, CommitInfo, Metadata, RemoveFile
 from deltamerge.log.snapshot import DeltaLog
+from deltamerge.spark.dv_filter import filter_row_positions
 from deltamerge.spark.scan import (
     FILE_COL,
+    ROW_INDEX_COL,
     absolute_file_path,
-    filter_row_positions,
     scan,
     spark_file_uri,
 )
@@ -296,7 +297,7 @@ def _scan_batch(
             apply_deletion_vectors=False,
         )
         positions = {uri: p.positions for uri, p in items if p.positions is not None}
-        df = filter_row_positions(df, positions, keep=True)
+        df = filter_row_positions(df, positions, keep=True, file_col=FILE_COL, row_col=ROW_INDEX_COL)
         change_type = F.col(_LK_TYPE)
     keys = {(p.change_type, p.version, p.timestamp_ms) for _, p in items}
     if len(keys) == 1:

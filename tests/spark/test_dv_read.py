@@ -21,17 +21,21 @@ from deltamerge import DeltaTable
 from deltamerge.deletion_vectors import inline_descriptor, read_dv, write_dv_file
 from deltamerge.log.actions import AddFile
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.spark import scan as scan_mod
+from deltamerge.spark import dv_filter
 from deltamerge.spark.scan import (
     FILE_COL,
     ROW_INDEX_COL,
     absolute_file_path,
-    filter_row_positions,
     scan,
     spark_file_uri,
 )
 from deltamerge.txn.operations import Operation
 from deltamerge.txn.transaction import OptimisticTransaction
+
+
+def filter_row_positions(df, positions, *, keep):  # type: ignore[no-untyped-def]
+    return dv_filter.filter_row_positions(df, positions, keep=keep, file_col=FILE_COL, row_col=ROW_INDEX_COL)
+
 
 pytestmark = pytest.mark.spark
 
@@ -176,9 +180,9 @@ def test_physical_rows_and_row_index(spark, big_table):
 def test_both_filter_strategies(spark, big_table, monkeypatch, strategy):
     path, version, deleted = big_table
     if strategy == "join":
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_FILES", 0)
     else:
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_RANGES", 10_000)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_RANGES", 10_000)
     df = deltamerge.read(spark, path)
     plan = df._jdf.queryExecution().optimizedPlan().toString() if hasattr(df, "_jdf") else ""
     assert ("Join" in plan) == (strategy == "join") or not plan
@@ -240,7 +244,7 @@ def test_deleted_positions_under_a_root_with_quotes_and_backslashes(
     backtick must reach Spark intact (the predicate is SQL text, also under the parser's
     escapedStringLiterals; the join a DataFrame)."""
     if strategy == "join":
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_FILES", 0)
     if strategy == "predicate-escaped-literals":
         spark_conf({"spark.sql.parser.escapedStringLiterals": "true"})
     path = str(tmp_path / 'o\'ne \\ `two` "x"')
@@ -262,7 +266,7 @@ def test_words_of_a_bitmap():
     rng = random.Random(49)
     positions = {0, 1, 63, 64, 127, 128, 4095, (1 << 40) + 5, (1 << 40) + 63}
     positions |= {rng.randrange(1 << 20) for _ in range(500)} | set(range(10_000, 10_300))
-    blocks, words = scan_mod._words(BitMap64(positions))
+    blocks, words = dv_filter._words(BitMap64(positions))
     assert blocks.tolist() == sorted({p >> 6 for p in positions})
     pairs = zip(blocks.tolist(), words.tolist(), strict=True)
     decoded = {b * 64 + i for b, w in pairs for i in range(64) if (w >> i) & 1}
@@ -289,7 +293,7 @@ def test_word_join_matches_the_predicate_over_several_files(spark, tmp_path, mon
         uris[1]: BitMap64([0, 63, 64, 999, 500]),  # sparse, block edges
     }
     if not broadcast:
-        monkeypatch.setattr(scan_mod, "BROADCAST_MAX_WORDS", 0)
+        monkeypatch.setattr(dv_filter, "BROADCAST_MAX_WORDS", 0)
     by_position = physical.select(FILE_COL, ROW_INDEX_COL, "id")
 
     def rows(df):  # type: ignore[no-untyped-def]
@@ -297,14 +301,14 @@ def test_word_join_matches_the_predicate_over_several_files(spark, tmp_path, mon
 
     expected = {}
     for keep in (False, True):
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_SINGLES", 10**9)
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_RANGES", 10**9)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_SINGLES", 10**9)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_RANGES", 10**9)
         expected[keep] = rows(filter_row_positions(by_position, masks, keep=keep))
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 0)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_FILES", 0)
         joined = filter_row_positions(by_position, masks, keep=keep)
         assert "Join" in joined._jdf.queryExecution().optimizedPlan().toString()
         assert joined.columns == by_position.columns
         assert rows(joined) == expected[keep]
-        monkeypatch.setattr(scan_mod, "PREDICATE_MAX_FILES", 16)
+        monkeypatch.setattr(dv_filter, "PREDICATE_MAX_FILES", 16)
     assert len(expected[True]) == sum(len(b) for b in masks.values())
     assert len(expected[False]) + len(expected[True]) == 3_000
