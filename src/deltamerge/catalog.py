@@ -8,6 +8,7 @@ re-pointed at the newest snapshot after every deltamerge commit to the table, an
 
 from __future__ import annotations
 
+import re
 import threading
 
 from pyspark.sql import SparkSession
@@ -21,28 +22,41 @@ _VIEW_VERSIONS: dict[str, int] = {}  # lower-case name -> version the view shows
 _MERGED_VIEWS: dict[str, str] = {}  # temp views a MERGE targeted -> absolute table path
 
 
+_PART = re.compile(r"`(?:[^`]|``)+`|[^.`]+")
+
+
+def _unquote(part: str) -> str:
+    return part[1:-1].replace("``", "`") if part.startswith("`") and part.endswith("`") else part
+
+
+def _without_session_catalog(name: str) -> list[str]:
+    """The parts of ``name`` as written, without a leading ``spark_catalog.default`` / ``default``."""
+    parts = [p.strip() for p in _PART.findall(name)]
+    if len(parts) == 3 and _unquote(parts[0]).lower() == "spark_catalog":
+        parts = parts[1:]
+    if len(parts) == 2 and _unquote(parts[0]).lower() == "default":
+        parts = parts[1:]
+    return parts
+
+
 def unqualified(name: str) -> str:
-    """A table name without the ``spark_catalog`` / ``default`` qualifiers it may carry."""
-    parts = [p.strip().strip("`") for p in name.split(".")]
-    if len(parts) == 3 and parts[0].lower() == "spark_catalog":
-        parts = parts[1:]
-    if len(parts) == 2 and parts[0].lower() == "default":
-        parts = parts[1:]
-    return ".".join(parts)
+    """A table name without the ``spark_catalog`` / ``default`` qualifiers it may carry, unquoted."""
+    return ".".join(_unquote(p) for p in _without_session_catalog(name))
 
 
 def session_name(name: str, alternative: str) -> str:
-    """``name`` without ``spark_catalog`` / ``default``; a name with another database is refused
+    """The one part ``name`` names in the session catalog, as written (``people`` for
+    ``default.people``, ```my table``` quoted); a name with another database is refused
     (deltamerge has no metastore: its names are Spark temp views, which have one part), naming
     ``alternative``."""
-    short = unqualified(name)
-    if "." in short or not short:
+    parts = _without_session_catalog(name)
+    if len(parts) != 1 or not _unquote(parts[0]).strip():
         raise InvalidArgumentError(
             f"Cannot name a table {name!r}: deltamerge table names are session names without a "
             f"database (it has no metastore). Use an unqualified name, or {alternative}.",
             error_class="REQUIRES_SINGLE_PART_NAMESPACE",
         )
-    return short
+    return parts[0]
 
 
 def register_table(spark: SparkSession, name: str, path: str) -> None:
@@ -68,7 +82,7 @@ def unregister_table(spark: SparkSession, name: str) -> None:
 def path_for_name(name: str) -> str | None:
     """The table path registered under ``name`` (None when unknown); ``default.people`` and
     ``spark_catalog.default.people`` name the table registered as ``people``."""
-    return _NAMES.get(name.lower()) or _NAMES.get(unqualified(name).lower())
+    return _NAMES.get(name.lower()) or _NAMES.get(".".join(_without_session_catalog(name)).lower())
 
 
 def refresh_view(spark: SparkSession, name: str) -> None:

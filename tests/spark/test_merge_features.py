@@ -651,11 +651,15 @@ def test_register_table_refuses_a_database_and_keeps_nothing(spark, table, tmp_p
     table.alias("t").merge(source, "t.key = s.key").whenMatchedUpdateAll().execute()
     assert _rows(table)[1] == (1, 5)
     deltamerge.register_table(spark, "default.qual_people2", path)
+    deltamerge.register_table(spark, "`qual people-3`", path)  # a quoted name stays quoted
     try:
         assert DeltaTable.forName(spark, "qual_people2").toDF().count() == 6
         assert spark.table("qual_people2").count() == 6
+        assert DeltaTable.forName(spark, "default.`qual people-3`").toDF().count() == 6
+        assert spark.table("`qual people-3`").count() == 6
     finally:
         deltamerge.unregister_table(spark, "qual_people2")
+        deltamerge.unregister_table(spark, "`qual people-3`")
 
 
 def test_builder_expressions_with_an_alias_are_the_expression(spark, table):

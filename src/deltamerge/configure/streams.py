@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from deltamerge.catalog import session_name
+from deltamerge.catalog import session_name, unqualified
 from deltamerge.configure.state import (
     _FMT,
     _OPTS,
@@ -248,7 +248,7 @@ def _create_for_stream(writer: Any, name: str, partition_by: list[str]) -> str:
     """A new registered table ``name`` with the streaming DataFrame's schema; its path."""
     from deltamerge.builders import create_table
 
-    short = session_name(name, "start(path)")
+    short = unqualified(session_name(name, "start(path)"))
     schema = _frame(writer).schema
     return create_table(
         _session(writer), "createIfNotExists", name=short, schema=schema, partition_by=partition_by

@@ -310,7 +310,7 @@ def delta_save_as_table(
     by_path = delta_path_identifier(name)
     if by_path is not None:
         return delta_save(df, by_path, key, partition_by, options, cluster_by)
-    short = session_name(name, "save(path)")
+    short = unqualified(session_name(name, "save(path)"))
     opts = {k.lower(): v for k, v in options.items()}
     registered = catalog.path_for_name(short)
     location = registered or opts.get("path") or os.path.join(_warehouse_dir(spark), short.lower())
