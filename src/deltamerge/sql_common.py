@@ -102,15 +102,15 @@ def qualify_target_columns(
     """Columns in ``statement``'s ``parts_of`` arguments qualified by its unaliased target's full
     name (``default.people.id``, ``spark_catalog.default.people.id``, ``delta.`/p`.id``) rewritten to
     the qualifier the statement resolves: the table's name, or ``path_qualifier`` for a path (None:
-    left as written), as Spark resolves them for Delta."""
+    no qualifier, for an UPDATE or DELETE, whose only table is the target), as Spark resolves them
+    for Delta."""
     table = statement.this
     if not isinstance(table, exp.Table) or table.alias:
         return
     parts = [p.name for p in table.parts]
     path = path_of(table)
+    qualifier: str | None
     if path is not None:  # delta.`/p`: the path is case-sensitive, the rest is not
-        if path_qualifier is None:
-            return
         forms, qualifier = [["delta", path], [path]], path_qualifier
     else:
         full = list(catalog_name(parts, temp_view=catalog.path_for_name(".".join(parts)) is None))
@@ -127,7 +127,8 @@ def qualify_target_columns(
             names = [n.name for n in nodes]
             for form in forms:
                 if len(names) >= len(form) and same(names[: len(form)], form):
-                    rest = [exp.to_identifier(qualifier, quoted=True), *nodes[len(form) :], column.this]
+                    head = [exp.to_identifier(qualifier, quoted=True)] if qualifier is not None else []
+                    rest = [*head, *nodes[len(form) :], column.this]
                     keys = ("this", "table", "db", "catalog")
                     column.replace(exp.Column(**dict(zip(keys, reversed(rest), strict=False))))
                     break

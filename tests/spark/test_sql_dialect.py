@@ -591,6 +591,19 @@ def test_target_qualified_by_its_full_name(spark, tmp_path) -> None:  # type: ig
         spark.catalog.dropTempView("qual_src")
 
 
+def test_update_and_delete_on_a_path_resolve_its_full_name(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``UPDATE delta.`/p` SET delta.`/p`.v = ... WHERE delta.`/p`.id = ...`` and DELETE alike, as for
+    MERGE (they were unresolved: UNRESOLVED_COLUMN, DELTA_MERGE_UNRESOLVED_EXPRESSION); a partition
+    column so qualified still deletes by metadata."""
+    path = str(tmp_path / "t")
+    df = spark.createDataFrame([(i, i, i % 2) for i in range(6)], "id LONG, v LONG, p LONG")
+    deltamerge.write(df, path, partition_by=["p"])
+    deltamerge.sql(spark, f"UPDATE delta.`{path}` SET delta.`{path}`.v = 20 WHERE DELTA.`{path}`.id = 2")
+    deltamerge.sql(spark, f"DELETE FROM delta.`{path}` WHERE `{path}`.id = 0")
+    deltamerge.sql(spark, f"DELETE FROM delta.`{path}` WHERE delta.`{path}`.p = 1")
+    assert sorted(tuple(r) for r in deltamerge.read(spark, path).collect()) == [(2, 20, 0), (4, 4, 0)]
+
+
 def test_update_statement_sets_columns_named_like_functions(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = str(tmp_path / "t")
     schema = "id INT, current_date STRING, current_user STRING, `a b` STRING"
