@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from deltamerge import catalog, views
 from deltamerge.errors import AnalysisError, ParseError, TableNotFoundError
+from deltamerge.identifiers import lookup_table
 from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
@@ -259,11 +260,23 @@ def _source(spark: SparkSession, merge: exp.Merge) -> tuple[DataFrame, str | Non
         bare.set("alias", None)
         # Anything beyond the name (VERSION AS OF, TABLESAMPLE...) is for a query, not spark.table().
         beyond_name = any(v is not None for k, v in bare.args.items() if k not in ("this", "db", "catalog"))
+        registered = lookup_table([p.name for p in using.parts])
+        only_travel = not any(v is not None for k, v in bare.args.items() if k not in _NAME_AND_TRAVEL)
+        if registered is not None and not prefix and only_travel:
+            # A registered name read by deltamerge: its temp view has one part (``default.t`` would
+            # not resolve) and cannot travel in time (``t VERSION AS OF 3``).
+            from deltamerge.io import read
+
+            version, timestamp = _time_travel(using)
+            return read(spark, registered[0], version=version, timestamp=timestamp), alias or using.name
         if prefix or beyond_name:
             return _query(spark, f"{prefix}SELECT * FROM {bare.sql(dialect=DIALECT)}"), alias or using.name
         return spark.table(bare.sql(dialect=DIALECT)), alias or using.name
     query = using.this if isinstance(using, exp.Subquery) else using
     return _query(spark, prefix + query.sql(dialect=DIALECT)), alias
+
+
+_NAME_AND_TRAVEL = ("this", "db", "catalog", "version")
 
 
 def _query(spark: SparkSession, text: str) -> DataFrame:
@@ -280,7 +293,7 @@ def _time_travel(table: exp.Table) -> tuple[int | None, str | None]:
     kind = travel.name.upper()
     if not isinstance(value, exp.Literal):
         raise ParseError(
-            f"{kind} AS OF on delta.`{table.name}` needs a literal (a version number or a timestamp "
+            f"{kind} AS OF on {to_sql(table.this)} needs a literal (a version number or a timestamp "
             f"string), found {to_sql(value)}."
         )
     if kind == "VERSION":

@@ -21,21 +21,35 @@ from deltamerge.sql_params import sql_matches
 
 __all__ = ["escape_braces", "has_delta_tables", "sql_with_delta_tables"]
 
+# ``delta.`<path>```, a registered name with the session catalog's qualifiers (``default.t``,
+# ``spark_catalog.default.t``: its temp view has one part, so Spark would not find it; not the
+# head of a column reference ``default.t.id``), or a registered name that travels in time (its
+# temp view cannot).
 _REFERENCE = re.compile(
-    r"(?<![\w.`])delta\s*\.\s*(?P<path>`(?:[^`]|``)+`)"
+    r"(?<![\w.`])(?:delta\s*\.\s*(?P<path>`(?:[^`]|``)+`)"
+    r"|(?:spark_catalog\s*\.\s*)?default\s*\.\s*(?P<name>`(?:[^`]|``)+`|\w+\b)(?!\s*\.)"
+    r"|(?P<plain>`(?:[^`]|``)+`|\w+\b)(?=\s+(?:FOR\s+)?(?:VERSION|TIMESTAMP|SYSTEM_VERSION|SYSTEM_TIME)\s+AS\s+OF\b))"
     r"(?:\s+(?:FOR\s+)?(?P<kind>VERSION|TIMESTAMP|SYSTEM_VERSION|SYSTEM_TIME)\s+AS\s+OF\s+"
     r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[-+]?\d+\b)?)?",
     re.IGNORECASE,
 )
 
 
-def _references(text: str) -> Iterator[re.Match[str]]:
-    # A reference starts with ``delta``, in the SQL, before its backtick path.
-    return sql_matches(_REFERENCE, text)
+def _references(text: str) -> Iterator[tuple[re.Match[str], str]]:
+    # A reference starts with ``delta`` or ``spark_catalog`` / ``default``, in the SQL; a name
+    # counts when it is registered.
+    from deltamerge import catalog
+
+    for m in sql_matches(_REFERENCE, text):
+        if m.group("path") is not None:
+            yield m, unquote(m.group("path"))
+        elif (path := catalog.path_for_name(m.group("name") or m.group("plain"))) is not None:
+            yield m, path
 
 
 def has_delta_tables(text: str) -> bool:
-    """Whether ``text`` names a table as ``delta.`<path>```."""
+    """Whether ``text`` names a table as ``delta.`<path>``` or a registered name as
+    ``default.<name>``."""
     return next(_references(text), None) is not None
 
 
@@ -50,12 +64,12 @@ def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
     frames: dict[str, Any] = {}
     out: list[str] = []
     pos = 0
-    for m in _references(text):
+    for m, path in _references(text):
         kind = (m.group("kind") or "").upper()
         value = m.group("value")
         if kind and value is None:
             raise ParseError(
-                f"{kind} AS OF on delta.{m.group('path')} needs a literal (a version number or a "
+                f"{kind} AS OF on {m.group(0).split()[0]} needs a literal (a version number or a "
                 "timestamp string) for deltamerge to read that snapshot."
             )
         version = timestamp = None
@@ -65,8 +79,7 @@ def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
             version = int(value or "0")
         elif kind:
             timestamp = unquote(value or "")
-        path = unquote(m.group("path"))
-        if not kind:  # delta.`/path@v3` (or @yyyyMMddHHmmssSSS), delta-spark's suffix
+        if not kind and m.group("path") is not None:  # delta.`/path@v3` (or @yyyyMMddHHmmssSSS)
             path, version, timestamp = split_time_travel(path)
         name = f"dm_delta_{len(frames)}"
         frames[name] = read(spark, path, version=version, timestamp=timestamp)

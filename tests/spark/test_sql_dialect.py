@@ -591,6 +591,45 @@ def test_target_qualified_by_its_full_name(spark, tmp_path) -> None:  # type: ig
         spark.catalog.dropTempView("qual_src")
 
 
+def test_registered_names_with_the_session_catalog_and_time_travel(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A registered name is a catalog table to the user: ``default.t`` / ``spark_catalog.default.t``
+    and ``t VERSION AS OF n`` work in queries and as a MERGE source (a one-part temp view neither
+    resolves the qualified name nor travels in time: TABLE_OR_VIEW_NOT_FOUND, TIME_TRAVEL)."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, 10), (2, 20)], "id INT, v INT"), path)
+    deltamerge.sql(spark, f"UPDATE delta.`{path}` SET v = v + 1")  # version 1
+    deltamerge.register_table(spark, "tt_src", path)
+    target = str(tmp_path / "target")
+    deltamerge.write(spark.createDataFrame([(1, 0), (3, 0)], "id INT, v INT"), target)
+    try:
+
+        def one(query: str):  # type: ignore[no-untyped-def]
+            return deltamerge.sql(spark, query).first()[0]
+
+        assert one("SELECT sum(v) FROM default.tt_src") == 32
+        assert one("SELECT sum(v) FROM spark_catalog.default.tt_src VERSION AS OF 0") == 30
+        assert one("SELECT sum(v) FROM tt_src VERSION AS OF 0") == 30
+        assert one("SELECT 'default.tt_src VERSION AS OF 0'") == "default.tt_src VERSION AS OF 0"
+        merged = deltamerge.sql(
+            spark,
+            f"MERGE INTO delta.`{target}` t USING default.tt_src VERSION AS OF 0 s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+        ).first()
+        assert tuple(merged) == (2, 1, 0, 1)
+        merged = deltamerge.sql(
+            spark,
+            f"MERGE INTO delta.`{target}` t USING spark_catalog.default.tt_src ON t.id = tt_src.id "
+            "WHEN MATCHED THEN UPDATE SET v = tt_src.v",
+        ).first()
+        assert tuple(merged) == (2, 2, 0, 0)
+        rows = sorted(tuple(r) for r in deltamerge.read(spark, target).collect())
+        assert rows == [(1, 11), (2, 21), (3, 0)]
+        with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+            deltamerge.sql(spark, "SELECT * FROM default.tt_not_registered").collect()
+    finally:
+        deltamerge.unregister_table(spark, "tt_src")
+
+
 def test_update_and_delete_on_a_path_resolve_its_full_name(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``UPDATE delta.`/p` SET delta.`/p`.v = ... WHERE delta.`/p`.id = ...`` and DELETE alike, as for
     MERGE (they were unresolved: UNRESOLVED_COLUMN, DELTA_MERGE_UNRESOLVED_EXPRESSION); a partition
