@@ -603,25 +603,21 @@ def test_registered_names_with_the_session_catalog_and_time_travel(spark, tmp_pa
     deltamerge.write(spark.createDataFrame([(1, 0), (3, 0)], "id INT, v INT"), target)
     try:
 
-        def one(query: str):  # type: ignore[no-untyped-def]
-            return deltamerge.sql(spark, query).first()[0]
+        def first(query: str):  # type: ignore[no-untyped-def]
+            return tuple(deltamerge.sql(spark, query).first())
 
-        assert one("SELECT sum(v) FROM default.tt_src") == 32
-        assert one("SELECT sum(v) FROM spark_catalog.default.tt_src VERSION AS OF 0") == 30
-        assert one("SELECT sum(v) FROM tt_src VERSION AS OF 0") == 30
-        assert one("SELECT 'default.tt_src VERSION AS OF 0'") == "default.tt_src VERSION AS OF 0"
-        merged = deltamerge.sql(
-            spark,
-            f"MERGE INTO delta.`{target}` t USING default.tt_src VERSION AS OF 0 s ON t.id = s.id "
-            "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
-        ).first()
-        assert tuple(merged) == (2, 1, 0, 1)
-        merged = deltamerge.sql(
-            spark,
-            f"MERGE INTO delta.`{target}` t USING spark_catalog.default.tt_src ON t.id = tt_src.id "
-            "WHEN MATCHED THEN UPDATE SET v = tt_src.v",
-        ).first()
-        assert tuple(merged) == (2, 2, 0, 0)
+        assert first("SELECT sum(v) FROM default.tt_src") == (32,)
+        assert first("SELECT sum(v) FROM spark_catalog.default.tt_src VERSION AS OF 0") == (30,)
+        assert first("SELECT sum(v) FROM tt_src VERSION AS OF 0") == (30,)
+        assert first("SELECT 'default.tt_src VERSION AS OF 0'") == ("default.tt_src VERSION AS OF 0",)
+        into = f"MERGE INTO delta.`{target}` t USING"
+        assert first(
+            f"{into} default.tt_src VERSION AS OF 0 s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
+        ) == (2, 1, 0, 1)
+        assert first(
+            f"{into} spark_catalog.default.tt_src ON t.id = tt_src.id WHEN MATCHED THEN UPDATE SET v = tt_src.v"
+        ) == (2, 2, 0, 0)
         rows = sorted(tuple(r) for r in deltamerge.read(spark, target).collect())
         assert rows == [(1, 11), (2, 21), (3, 0)]
         with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
