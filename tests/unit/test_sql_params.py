@@ -68,7 +68,7 @@ def test_delta_path_references_found_only_in_the_sql() -> None:
     assert not has_delta_tables("SELECT `delta.`/p`` FROM t")
     # A quote inside a backtick path opens no string: both references are found.
     text = "SELECT * FROM delta.`/a'b` x JOIN delta.`/c'd` VERSION AS OF 3 y ON x.k = y.k"
-    assert [(m.group("path"), m.group("value")) for m in _references(text)] == [
+    assert [(m.group("path"), m.group("value")) for m, _ in _references(text)] == [
         ("`/a'b`", None),
         ("`/c'd`", "3"),
     ]
