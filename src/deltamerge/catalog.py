@@ -19,6 +19,7 @@ from deltamerge.log.paths import table_root
 _LOCK = threading.Lock()
 _NAMES: dict[str, str] = {}  # lower-case name -> absolute table path
 _VIEW_VERSIONS: dict[str, int] = {}  # lower-case name -> version the view shows
+_SPELLED: dict[str, str] = {}  # lower-case name -> the name as registered (its temp view's name)
 _MERGED_VIEWS: dict[str, str] = {}  # temp views a MERGE targeted -> absolute table path
 
 
@@ -59,44 +60,56 @@ def session_name(name: str, alternative: str) -> str:
     return parts[0]
 
 
+def _key(name: str) -> str:
+    # Names compare unquoted, case-insensitively, without the session catalog's qualifiers:
+    # ``people``, ``DEFAULT.people`` and ```people``` are one name; ```my t``` and ``my t`` too.
+    return unqualified(name).lower()
+
+
 def register_table(spark: SparkSession, name: str, path: str) -> None:
     """Give the Delta table at ``path`` a name usable in deltamerge and in ``spark.sql`` (a session
     name: ``people`` or ``default.people``; REQUIRES_SINGLE_PART_NAMESPACE for another database)."""
     name = session_name(name, "DeltaTable.forPath(spark, path)")
+    key = _key(name)
     with _LOCK:
         root = table_root(path)
-        if _NAMES.get(name.lower()) != root:  # a name moved to another table: its view is stale
-            _VIEW_VERSIONS.pop(name.lower(), None)
-        _NAMES[name.lower()] = root
+        if _NAMES.get(key) != root:  # a name moved to another table: its view is stale
+            _VIEW_VERSIONS.pop(key, None)
+        _NAMES[key] = root
+        _SPELLED[key] = name
     refresh_view(spark, name)
 
 
 def unregister_table(spark: SparkSession, name: str) -> None:
     """Forget a name (and drop its temp view)."""
+    key = _key(name)
     with _LOCK:
-        _NAMES.pop(name.lower(), None)
-        _VIEW_VERSIONS.pop(name.lower(), None)
-    spark.catalog.dropTempView(name)
+        _NAMES.pop(key, None)
+        _VIEW_VERSIONS.pop(key, None)
+        _SPELLED.pop(key, None)
+    spark.catalog.dropTempView(unqualified(name))  # the view's own name, not parsed
 
 
 def path_for_name(name: str) -> str | None:
-    """The table path registered under ``name`` (None when unknown); ``default.people`` and
-    ``spark_catalog.default.people`` name the table registered as ``people``."""
-    return _NAMES.get(name.lower()) or _NAMES.get(".".join(_without_session_catalog(name)).lower())
+    """The table path registered under ``name`` (None when unknown); ``default.people``,
+    ``spark_catalog.default.people`` and ```people``` name the table registered as ``people``."""
+    return _NAMES.get(_key(name))
 
 
 def refresh_view(spark: SparkSession, name: str) -> None:
-    """Point the temp view ``name`` at the newest snapshot if it is behind."""
+    """Point the temp view of the registered ``name`` at the newest snapshot if it is behind."""
     from deltamerge.io import read_snapshot, snapshot_for
 
-    path = path_for_name(name)
+    key = _key(name)
+    path = _NAMES.get(key)
     if path is None:
         return
+    view = _SPELLED.get(key, name)  # as registered: quoted where Spark's parser needs it
     snap = snapshot_for(path)
-    if _VIEW_VERSIONS.get(name.lower()) == snap.version and spark.catalog.tableExists(name):
+    if _VIEW_VERSIONS.get(key) == snap.version and spark.catalog.tableExists(view):
         return
-    read_snapshot(spark, snap).createOrReplaceTempView(name)
-    _VIEW_VERSIONS[name.lower()] = snap.version
+    read_snapshot(spark, snap).createOrReplaceTempView(view)
+    _VIEW_VERSIONS[key] = snap.version
 
 
 def track_view(name: str, path: str) -> None:

@@ -657,9 +657,17 @@ def test_register_table_refuses_a_database_and_keeps_nothing(spark, table, tmp_p
         assert spark.table("qual_people2").count() == 6
         assert DeltaTable.forName(spark, "default.`qual people-3`").toDF().count() == 6
         assert spark.table("`qual people-3`").count() == 6
+        merged = deltamerge.sql(
+            spark,
+            "MERGE INTO `qual people-3` t USING (SELECT 1 AS key, 9 AS value) s ON t.key = s.key "
+            "WHEN MATCHED THEN UPDATE SET value = s.value",
+        )
+        assert tuple(merged.first()) == (1, 1, 0, 0) and _rows(table)[1] == (1, 9)
+        assert spark.table("`qual people-3`").where("key = 1").first().value == 9  # the view follows
     finally:
         deltamerge.unregister_table(spark, "qual_people2")
         deltamerge.unregister_table(spark, "`qual people-3`")
+    assert not spark.catalog.tableExists("`qual people-3`")
 
 
 def test_builder_expressions_with_an_alias_are_the_expression(spark, table):
