@@ -131,3 +131,36 @@ def test_timestamp_statistics_bound_the_values_they_were_cut_from(a: int, b: int
     assert n_lo is not None and n_hi is not None
     assert n_lo <= lo <= hi <= n_hi and n_hi - hi < 1000 and lo - n_lo < 1000
     assert key_numbers.of_value(raw_lo, t) is None  # no exact number: statistics and partitions differ
+
+
+def test_both_summaries_guess_density_only_for_keys_whose_numbers_count_rows() -> None:
+    """``pruned_summary`` (the job's summary and the one from a source's statistics) estimates the
+    matches per file only where a key's numbers count values: integers, dates, whole decimals of a
+    data column. The statistics path estimated them for partition, fractional-decimal and timestamp
+    keys too, which the job's path had always refused."""
+    from pyspark.sql.types import DecimalType, LongType, StringType, StructField, TimestampType
+
+    from deltamerge.merge.pruning import pruned_summary
+
+    def add(path: str, parts: dict[str, str | None], lo: object, hi: object) -> AddFile:
+        stats = json.dumps(
+            {"numRecords": 10, "minValues": {"k": lo}, "maxValues": {"k": hi}, "nullCount": {"k": 0}}
+        )
+        return AddFile(
+            path=path, partition_values=parts, size=1, modification_time=0, data_change=True, stats=stats
+        )
+
+    def expected(t, files) -> float | None:  # type: ignore[no-untyped-def]
+        field = StructField("k", t)
+        ranges = _file_ranges(files, "k", t)
+        return pruned_summary(
+            files, ranges, field, False, [(0, 100, 50)], False, True, 50
+        ).min_expected_matches
+
+    data = [add("a", {}, 0, 49), add("b", {}, 50, 99)]
+    assert expected(LongType(), data) is not None and expected(DecimalType(38, 0), data) is not None
+    assert expected(DecimalType(10, 2), data) is None
+    assert expected(StringType(), [add("a", {}, "a", "m"), add("b", {}, "n", "z")]) is None
+    stamps = [add("a", {}, "1970-01-01T00:00:00.000Z", "1970-01-01T00:00:00.049Z")] * 2
+    assert expected(TimestampType(), stamps) is None
+    assert expected(LongType(), [add("a", {"k": "1"}, None, None), add("b", {"k": "2"}, None, None)]) is None

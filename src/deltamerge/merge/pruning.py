@@ -41,6 +41,7 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
+    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
@@ -350,22 +351,9 @@ def summarize_source_keys(
     buckets = [
         (int(r["lo"]), int(r["hi"]), int(r["rows"] or 0)) for r in rows if r["b"] >= 0 and r["lo"] is not None
     ]
-    summary = pruned_summary(
-        candidates, ranges, field.name, prune_key.null_safe, buckets, has_null, unique, total
-    )
+    summary = pruned_summary(candidates, ranges, field, prune_key.null_safe, buckets, has_null, unique, total)
     if part is not None:
         summary = part.prune(summary, rows)
-    stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
-    t = field.dataType
-    if (
-        _is_partition_column(candidates, stats_name)
-        or isinstance(t, (StringType, TimestampType, TimestampNTZType))
-        or (isinstance(t, DecimalType) and t.scale > 0)
-    ):
-        # Source keys per partition say nothing about how many rows of a file match, and the
-        # number of a string, a timestamp or a fractional decimal says nothing of how densely a
-        # file's keys fill its range.
-        summary = replace(summary, min_expected_matches=None)
     return summary
 
 
@@ -440,15 +428,15 @@ def _partition_key(
 def pruned_summary(
     candidates: Sequence[AddFile],
     ranges: list[_FileRange],
-    name: str,
+    field: StructField,
     null_safe: bool,
     buckets: list[tuple[int, int, int]],
     has_null: bool,
     unique: bool,
     total: int,
 ) -> SourceKeySummary:
-    """The summary from the source keys' ``(min, max, rows)`` groups (any overlap allowed) and
-    whether some source key is NULL."""
+    """The summary from the source keys' ``(min, max, rows)`` groups (any overlap allowed) of the
+    target column ``field`` and whether some source key is NULL."""
     buckets = sorted(buckets)
     starts = [lo for lo, _, _ in buckets]
     ends: list[int] = []  # running maximum of group ends (groups may overlap)
@@ -468,9 +456,22 @@ def pruned_summary(
 
     kept_ranges = [r for r in ranges if may_match(r)]
     kept = tuple(r.file for r in kept_ranges)
-    note = f"{name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
-    expected = _expected_matches(kept_ranges, buckets)
+    note = f"{field.name}: {len(kept)} of {len(candidates)} candidate files may match the source keys"
+    expected = _expected_matches(kept_ranges, buckets) if _density_known(candidates, field) else None
     return SourceKeySummary(kept, unique, note, rows=total, min_expected_matches=expected)
+
+
+def _density_known(candidates: Sequence[AddFile], field: StructField) -> bool:
+    """Whether the keys' numbers tell how many of a file's rows a source key range meets: not for a
+    partition column (source keys per partition say nothing about a file's rows), nor for strings,
+    timestamps or fractional decimals (their numbers say nothing of how densely keys fill a range)."""
+    t = field.dataType
+    stats_name = str((field.metadata or {}).get(PHYSICAL_NAME) or field.name)
+    return not (
+        _is_partition_column(candidates, stats_name)
+        or isinstance(t, (StringType, TimestampType, TimestampNTZType))
+        or (isinstance(t, DecimalType) and t.scale > 0)
+    )
 
 
 def _source_keys_between(buckets: Sequence[tuple[int, int, int]]) -> Callable[[int, int], float]:

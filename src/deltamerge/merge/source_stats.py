@@ -119,8 +119,8 @@ _DENSE = 4
 def summarize_from_statistics(
     rm: ResolvedMerge, source: DataFrame, candidates: Sequence[AddFile], key_ranges: PruneKey | None = None
 ) -> SourceKeySummary | None:
-    """``pruning.summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a source
-    that reads every row of live Delta files unchanged (``merge/source_stats.py``): each file's
+    """``pruning.summarize_source_keys(prune=True, check_unique=False)`` without a Spark job, for a
+    source that reads every row of live Delta files unchanged (see above): each file's
     ``[min, max]`` of the key column and its row count stand in for the aggregation's groups.
     Uniqueness is not known (``unique`` False).
 
@@ -159,4 +159,4 @@ def summarize_from_statistics(
         if hi - lo + 1 > _DENSE * (n - nulls):
             return None  # sparse keys: the job's finer groups would prune files this range keeps
         groups.append((lo, hi, n - nulls))
-    return pruned_summary(candidates, ranges, field.name, key.null_safe, groups, has_null, False, total)
+    return pruned_summary(candidates, ranges, field, key.null_safe, groups, has_null, False, total)
