@@ -30,6 +30,11 @@ def _unquote(part: str) -> str:
     return part[1:-1].replace("``", "`") if part.startswith("`") and part.endswith("`") else part
 
 
+def name_parts(name: str) -> list[str]:
+    """The unquoted parts of a dotted table name (``db.`my table``` -> ``["db", "my table"]``)."""
+    return [_unquote(p.strip()) for p in _PART.findall(name)]
+
+
 def _without_session_catalog(name: str) -> list[str]:
     """The parts of ``name`` as written, without a leading ``spark_catalog.default`` / ``default``."""
     parts = [p.strip() for p in _PART.findall(name)]

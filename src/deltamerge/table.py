@@ -29,7 +29,6 @@ from deltamerge.merge.builder import (
     DeltaMergeBuilder,
     attribute_renderer,
     dataframe_alias,
-    name_parts,
     validate_merge_args,
 )
 from deltamerge.merge.clauses import WIDENING_AT_ANALYSIS, MergeSpec
@@ -366,7 +365,7 @@ class DeltaTable:
     def merge(self, source: DataFrame, condition: str | Column) -> DeltaMergeBuilder:
         """Start a MERGE of ``source`` into this table on ``condition``."""
         validate_merge_args(source, condition)
-        target_alias = self._alias or (name_parts(self._name)[-1] if self._name else None)
+        target_alias = self._alias or (catalog.name_parts(self._name)[-1] if self._name else None)
         return DeltaMergeBuilder(
             _run=self._run_merge,
             _explain=self._explain_merge,
@@ -394,14 +393,16 @@ class DeltaTable:
     # --- DELETE / UPDATE (on the MERGE machinery, see deltamerge.dml) ----------------------------------
 
     def _target_alias(self) -> str | None:
-        return self._alias or (name_parts(self._name)[-1] if self._name else None)
+        return self._alias or (catalog.name_parts(self._name)[-1] if self._name else None)
 
     def _target_name(self) -> tuple[str, ...]:
         # Opened by name with no alias: a registered name is a catalog table's
         # (``spark_catalog.default.people``), another a temp view's (its one part).
         if self._alias or not self._name:
             return ()
-        return catalog_name(name_parts(self._name), temp_view=catalog.path_for_name(self._name) is None)
+        return catalog_name(
+            catalog.name_parts(self._name), temp_view=catalog.path_for_name(self._name) is None
+        )
 
     def delete(self, condition: str | Column | None = None) -> None:
         """Delete the rows matching ``condition`` (every row when None)."""

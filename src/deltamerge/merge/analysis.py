@@ -253,14 +253,10 @@ class _Analyzer:
         parts = list(key)
         if len(parts) >= 2 and side.matches_alias(parts[0]) and side.index(parts[1]) is not None:
             parts = parts[1:]
-        elif len(parts) >= 2 and side.by_qualifier is not None and side.index(parts[0]) is None:
-            # ``default.people.v`` on a target opened by name: 3-, 2- then 1-part qualifiers, as Spark
-            # (a side with an alias answers to one part by its alias only).
-            lowest = 1 if side.alias is None else 2
+        elif len(parts) >= 2 and side.index(parts[0]) is None:
+            # ``default.people.v`` on a target opened by name: 3-, 2- then 1-part qualifiers, as Spark.
             qualified = (
-                k
-                for k in range(min(3, len(parts) - 1), lowest - 1, -1)
-                if side.by_qualifier(tuple(parts[:k]), parts[k])
+                k for k in range(min(3, len(parts) - 1), 0, -1) if side.answers_to(tuple(parts[:k]), parts[k])
             )
             parts = parts[next(qualified, 0) :]
         idx = side.single(parts[0], key)

@@ -7,7 +7,6 @@ clauses into a ``MergeSpec`` and runs the command.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -230,14 +229,10 @@ def dataframe_alias(df: DataFrame) -> str | None:
 
 
 def _last_part(name: str) -> str:
+    from deltamerge.catalog import name_parts
+
     parts = name_parts(name)
     return parts[-1] if parts else name
-
-
-def name_parts(name: str) -> tuple[str, ...]:
-    """The parts of a multi-part table name (``db.`my table``` -> ``("db", "my table")``)."""
-    parts = re.findall(r"`(?:[^`]|``)+`|[^.`]+", name)
-    return tuple(p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts)
 
 
 def attribute_ids(df: DataFrame) -> set[int]:

@@ -105,6 +105,14 @@ class Side:
             raise ambiguous(shown, [(self, i) for i in found])
         return found[0] if found else None
 
+    def answers_to(self, qualifier: tuple[str, ...], name: str) -> list[int]:
+        """The positions ``qualifier.name`` resolves to by the qualifiers this side's columns keep
+        (``by_qualifier``). A side with an alias answers to one part by its alias only (matched
+        before): asking again would cost the source a Spark analysis per struct field reference."""
+        if self.by_qualifier is None or (self.alias is not None and len(qualifier) < 2):
+            return []
+        return self.by_qualifier(qualifier, name)
+
     def matches_alias(self, qualifier: str) -> bool:
         """Whether ``qualifier`` names this side (its alias, or the builder's internal name for a
         pre-resolved ``df["col"]`` of this side)."""
@@ -197,13 +205,10 @@ class _Resolver:
         read's or a named target's full name); as Spark, a three-part qualifier (``catalog.db.u``)
         first, then two, then one, before the reference is read as a column's struct fields."""
         for k in range(min(3, len(parts) - 1), 0, -1):
-            # A side with an alias answers to a one-part qualifier by its alias only (matched
-            # before): asking again would cost a Spark analysis per struct field reference.
             found = [
                 (side, idx, tuple(parts[k + 1 :]))
                 for side in scope
-                if side.by_qualifier is not None and (side.alias is None or k > 1)
-                for idx in side.by_qualifier(tuple(parts[:k]), parts[k])
+                for idx in side.answers_to(tuple(parts[:k]), parts[k])
             ]
             if found:
                 return found
