@@ -2,7 +2,7 @@
 
 Two kinds of kill:
 
-- deterministic fault injection (``DELTAMERGE_FAULT=<point>``, see ``txn/transaction.py``): a
+- deterministic fault injection (``DELTAMERGE_FAULT=<point>``, see ``txn/faults.py``): a
   log-layer writer dies after writing its data file but before the commit, after the commit's temp
   file but before the link that publishes it, after the commit but before its checkpoint, and with a
   torn checkpoint at the final name; a Spark writer dies between writing its MERGE/append files and
@@ -35,7 +35,7 @@ from deltamerge.log import filenames
 from deltamerge.log.checkpoint import read_checkpoint, read_last_checkpoint
 from deltamerge.log.replay import CheckpointRef
 from deltamerge.log.snapshot import DeltaLog
-from deltamerge.txn.transaction import FAULT_POINTS
+from deltamerge.txn.faults import FAULT_POINTS
 
 SEED = 7
 

@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import (
-    AppendOnlyTableError,
     CommitError,
     InvalidArgumentError,
     MaxCommitAttemptsError,
@@ -59,7 +54,6 @@ from deltamerge.log.data_types import (
 )
 from deltamerge.log.protocol import (
     CHECKPOINT_PROTECTION,
-    DOMAIN_METADATA,
     at_least,
     check_can_write,
     check_column_defaults_allowed,
@@ -68,11 +62,10 @@ from deltamerge.log.protocol import (
     requested_versions,
     upgrade,
     with_features,
-    writer_features,
 )
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.stats.schema import check_stats_columns
-from deltamerge.txn import manifest, row_tracking
+from deltamerge.txn import faults, manifest, row_tracking
 from deltamerge.txn.conflicts import (
     ISOLATION_LEVELS,
     SERIALIZABLE,
@@ -85,16 +78,11 @@ from deltamerge.txn.conflicts import (
 )
 from deltamerge.txn.idempotency import ConfSource
 from deltamerge.txn.operations import DEFAULT_ENGINE_INFO, Operation, build_commit_info
+from deltamerge.txn.validation import validate_actions
 
 logger = logging.getLogger(__name__)
 
 PostCommitHook = Callable[[int, Sequence[Action], Metadata], None]
-
-#: Crash-test hook (tests/reliability): ``DELTAMERGE_FAULT=<point>`` in a writer's environment makes
-#: :func:`_fault` SIGKILL that process at the named point. Read once at import; unset, every
-#: ``_fault(...)`` call is a single comparison.
-FAULT_POINTS = ("before_commit_write", "after_tmp_write_before_link", "before_checkpoint", "mid_checkpoint")
-_FAULT_POINT = os.environ.get("DELTAMERGE_FAULT") or None
 
 _FILE_ACTIONS = (AddFile, RemoveFile, AddCDCFile)
 
@@ -309,56 +297,6 @@ class OptimisticTransaction:
 
     # --- commit ----------------------------------------------------------------------------------
 
-    def _validate(self, actions: Sequence[Action], metadata: Metadata, protocol: Protocol) -> None:
-        for a in actions:
-            if isinstance(a, (CommitInfo, Metadata, Protocol)):
-                raise InvalidArgumentError(
-                    f"Do not pass {type(a).__name__} actions to commit(): commitInfo is built from the "
-                    "Operation, and metadata/protocol changes go through update_metadata()/update_protocol()."
-                )
-        adds = Counter(a.path for a in actions if isinstance(a, AddFile))
-        removes = Counter(a.path for a in actions if isinstance(a, RemoveFile))
-        dup = [p for p, n in (adds + removes).items() if adds[p] > 1 or removes[p] > 1]
-        if dup:
-            raise InvalidArgumentError(f"A commit may add or remove a path at most once; repeated: {dup[0]}")
-        add_keys = {a.key for a in actions if isinstance(a, AddFile)}
-        same = next((r for r in actions if isinstance(r, RemoveFile) and r.key in add_keys), None)
-        if same is not None:
-            raise InvalidArgumentError(
-                f"A commit cannot add and remove the same logical file {same.path} (same deletion vector)."
-            )
-        apps = Counter(a.app_id for a in actions if isinstance(a, SetTransaction))
-        apps.update(self._app_txns.keys())
-        if any(n > 1 for n in apps.values()):
-            raise InvalidArgumentError("A commit may contain at most one txn action per appId.")
-        domains = Counter(a.domain for a in actions if isinstance(a, DomainMetadata))
-        if any(n > 1 for n in domains.values()):
-            raise InvalidArgumentError("A commit may contain at most one domainMetadata action per domain.")
-        if domains and DOMAIN_METADATA not in writer_features(protocol):
-            raise InvalidArgumentError(
-                "domainMetadata actions require the 'domainMetadata' writer feature in the table protocol."
-            )
-        mapped = column_mapping.is_mapped(metadata.schema) if metadata.partition_columns else False
-        keys = [column_mapping.partition_key(metadata.schema, c, mapped) for c in metadata.partition_columns]
-        for a in actions:
-            if isinstance(a, AddFile):
-                pairs = zip(metadata.partition_columns, keys, strict=True)
-                absent = [c for c, k in pairs if k not in a.partition_values]
-                if absent:
-                    raise InvalidArgumentError(
-                        f"add {a.path} has no partition value for {absent}; every partition column needs an "
-                        "entry in partitionValues (None for null)."
-                    )
-        read_metadata = self.snapshot.metadata if self.snapshot is not None else metadata
-        if TableProperties.APPEND_ONLY.get(read_metadata.configuration):
-            bad = next((a for a in actions if isinstance(a, RemoveFile) and a.data_change), None)
-            if bad is not None:
-                raise AppendOnlyTableError(
-                    "This table is configured to only allow appends (delta.appendOnly=true), so this "
-                    f"operation cannot delete or update data (it removes {bad.path}). To allow it, set "
-                    "'delta.appendOnly' to 'false' with ALTER TABLE ... SET TBLPROPERTIES."
-                )
-
     def _isolation_level(self, actions: Sequence[Action], operation: Operation, metadata: Metadata) -> str:
         level = self._isolation_override or _table_isolation_level(metadata)
         if level == SNAPSHOT_ISOLATION or self._app_txns or self._new_metadata or self._new_protocol:
@@ -402,7 +340,8 @@ class OptimisticTransaction:
                 "update_metadata() with the table schema before commit()."
             )
         check_can_write(protocol, metadata)
-        self._validate(actions, metadata, protocol)
+        read_metadata = self.snapshot.metadata if self.snapshot is not None else metadata
+        validate_actions(actions, metadata, protocol, read_metadata, self._app_txns.keys())
         read = self.snapshot.metadata if self.snapshot is not None else None
         if (
             self.snapshot is not None
@@ -478,7 +417,7 @@ class OptimisticTransaction:
             built[version] = payload
             return serialize_commit(payload)
 
-        _fault("before_commit_write")  # data files are written, the log has nothing yet
+        faults.fault("before_commit_write")  # data files are written, the log has nothing yet
         all_txns = [*self._app_txns.values(), *(a for a in actions if isinstance(a, SetTransaction))]
         info = TransactionInfo(
             read_version=self.read_version,
@@ -533,7 +472,7 @@ class OptimisticTransaction:
         for attempt in range(1, max_attempts + 1):
             data = build(version, previous)
             try:
-                _fault("after_tmp_write_before_link", store, filenames.commit_name(version), data)
+                faults.fault("after_tmp_write_before_link", store, filenames.commit_name(version), data)
                 store.write_exclusive(filenames.commit_name(version), data)
                 if attempt > 1:
                     logger.info("Committed version %d after %d attempts", version, attempt)
@@ -572,8 +511,8 @@ class OptimisticTransaction:
             self.log.update(known={version: written})
             if version > 0 and interval > 0 and version % interval == 0:
                 snapshot = self.log.snapshot(version)
-                _fault("before_checkpoint")  # the commit landed, its checkpoint is due
-                _fault("mid_checkpoint", self.log.store, filenames.checkpoint_name(version), snapshot)
+                faults.fault("before_checkpoint")  # the commit landed, its checkpoint is due
+                faults.fault("mid_checkpoint", self.log.store, filenames.checkpoint_name(version), snapshot)
                 self.log.checkpoint(snapshot)
                 self._clean_up_expired_logs(snapshot)
         except Exception:  # post-commit work is best effort by design
@@ -607,32 +546,6 @@ class OptimisticTransaction:
                 "TABLE ...' to bring the manifests up to date.",
                 sql_state="2DKD0",
             ) from e
-
-
-def _fault(point: str, store: Any = None, name: str = "", payload: Any = None) -> None:
-    """Kill this process with SIGKILL at ``point`` when ``DELTAMERGE_FAULT`` names it (crash tests only).
-
-    Points: ``before_commit_write`` (data files written, nothing in the log);
-    ``after_tmp_write_before_link`` (the store's temp file for commit ``name`` is written and fsynced,
-    the ``link`` that publishes it is not made); ``before_checkpoint`` (the commit landed, its
-    checkpoint is due); ``mid_checkpoint`` (the first half of the checkpoint Parquet sits at its final
-    name and ``_last_checkpoint`` is not updated: a torn checkpoint, as a store without atomic
-    overwrite can leave it).
-    """
-    if point != _FAULT_POINT:
-        return
-    if point == "after_tmp_write_before_link" and hasattr(store, "_write_temp"):
-        store._write_temp(name, payload)  # write_exclusive's first step (LocalLogStore)
-    elif point == "mid_checkpoint" and isinstance(payload, Snapshot):
-        from deltamerge.log.checkpoint import checkpoint_rows, encode_checkpoint
-
-        snap = payload
-        txns, domains = snap.transactions.values(), snap.domains.values()
-        data = encode_checkpoint(
-            checkpoint_rows(snap.protocol, snap.metadata, txns, domains, snap.files, snap.tombstones)
-        )
-        store.write(name, data[: len(data) // 2])
-    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 def _conf_str(value: object) -> str:
