@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 
 from deltamerge.errors import AnalysisError
 from deltamerge.merge.analysis import AnalysisSettings, analyze
-from deltamerge.merge.casting import CastSettings, translate_runtime_error
+from deltamerge.merge.casting import CastSettings
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.evolution import (
     Widening,
@@ -46,6 +46,7 @@ from deltamerge.merge.evolution import (
     scala_string,
     sql_type,
 )
+from deltamerge.merge.leaf_casts import translate_runtime_error
 from deltamerge.predicates import parse_expression, to_sql
 
 

@@ -32,9 +32,10 @@ from sqlglot import exp
 from deltamerge.column_defaults import default_text, default_value
 from deltamerge.errors import AnalysisError
 from deltamerge.generated import generated_columns
-from deltamerge.merge.casting import Caster, named_struct, spark_type, typed_null
-from deltamerge.merge.casting import field as struct_field
+from deltamerge.merge.casting import Caster
 from deltamerge.merge.evolution import same_type, scala_string
+from deltamerge.merge.sql_trees import field as struct_field
+from deltamerge.merge.sql_trees import named_struct, spark_type, typed_null
 from deltamerge.predicates import to_sql
 
 

@@ -38,8 +38,7 @@ from deltamerge.generated import generated_columns, substitute
 from deltamerge.identity import explicit_insert_error, identity_columns, identity_of, update_error
 from deltamerge.merge import struct_fields
 from deltamerge.merge.alignment import Action, Aligner, Typer, error, scol, tcol
-from deltamerge.merge.casting import Caster, CastSettings, spark_type
-from deltamerge.merge.casting import field as struct_field
+from deltamerge.merge.casting import Caster, CastSettings
 from deltamerge.merge.clauses import ActionType, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.evolution import (
     Widening,
@@ -57,6 +56,8 @@ from deltamerge.merge.resolution import (
     _unresolved,
     name_lookup,
 )
+from deltamerge.merge.sql_trees import field as struct_field
+from deltamerge.merge.sql_trees import spark_type
 from deltamerge.predicates import is_deterministic, rewrite_columns, split_conjuncts, to_sql
 from deltamerge.spark.qualifiers import qualified_columns
 

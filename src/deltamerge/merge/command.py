@@ -356,7 +356,7 @@ def _run(
             _discard(table_root, ctx.written_paths)
         if materialized and not landed and blocks_lost(e, materialized):
             raise SourceBlocksLost() from e
-        from deltamerge.merge.casting import translate_runtime_error
+        from deltamerge.merge.leaf_casts import translate_runtime_error
 
         translated = translate_runtime_error(e) or in_user_names(
             e, _user_name_of(rm.target_schema, lambda: rm.source_schema, rm.spec)

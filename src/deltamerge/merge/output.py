@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from deltamerge.merge.analysis import ResolvedClause, ResolvedMerge, tcol
-from deltamerge.merge.casting import typed_null
 from deltamerge.merge.clauses import ActionType, ClauseKind
+from deltamerge.merge.sql_trees import typed_null
 from deltamerge.predicates import to_sql
 from deltamerge.spark.scan import ROW_ID_COL, ROW_VERSION_COL
 from deltamerge.spark.types import quote_name
