@@ -37,8 +37,9 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from deltamerge.errors import AnalysisError
-from deltamerge.predicates import DIALECT, column_references, is_deterministic, parse_expression, to_sql
+from deltamerge.predicates import column_references, is_deterministic, parse_expression, to_sql
 from deltamerge.spark.pyspark_errors import quiet_query_context
+from deltamerge.sql_dialect import DIALECT
 
 CURRENT_DEFAULT = "CURRENT_DEFAULT"
 EXISTS_DEFAULT = "EXISTS_DEFAULT"

@@ -22,7 +22,7 @@ from deltamerge.log.paths import split_time_travel
 from deltamerge.log.snapshot import DeltaLog
 from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.resolution import side_qualifier
-from deltamerge.predicates import DIALECT, to_sql
+from deltamerge.predicates import to_sql
 from deltamerge.sql_common import (
     check_with_spark_parser,
     qualify_target_columns,
@@ -30,6 +30,7 @@ from deltamerge.sql_common import (
     syntax_error_text,
     target_key,
 )
+from deltamerge.sql_dialect import DIALECT
 from deltamerge.sql_params import inline_identifiers, normalize_time_travel
 from deltamerge.sql_tables import sql_with_delta_tables
 

@@ -46,7 +46,7 @@ from deltamerge.errors import (
 from deltamerge.identifiers import QUALIFIED, lookup_table, name_parts
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.clauses import Assignment
-from deltamerge.predicates import DIALECT, to_sql
+from deltamerge.predicates import to_sql
 from deltamerge.spark.types import quote_name
 from deltamerge.sql_common import (
     FLAGS,
@@ -63,6 +63,7 @@ from deltamerge.sql_common import (
     table_node,
     target_key,
 )
+from deltamerge.sql_dialect import DIALECT
 from deltamerge.sql_maintenance import HANDLERS
 from deltamerge.sql_show import HANDLERS as SHOW_HANDLERS
 from deltamerge.sql_tables import escape_braces, has_delta_tables, sql_with_delta_tables

@@ -1,5 +1,5 @@
 # ruff: noqa: E501 (the corpora below are one statement per line)
-"""deltamerge parses and rewrites users' SQL with SQLGlot (``predicates.DIALECT``) before Spark
+"""deltamerge parses and rewrites users' SQL with SQLGlot (``sql_dialect.DIALECT``) before Spark
 runs it: whatever it writes back must mean what the user wrote. Each expression below is evaluated
 by Spark as written and after the round trip; the values must be equal. The first ones are those
 SQLGlot's own Spark dialect gets wrong for Spark 4 (``parse_json`` dropped, ``localtimestamp()``
@@ -18,7 +18,7 @@ from pyspark.errors import AnalysisException, ParseException
 import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.errors import AnalysisError, DeltaMergeError
-from deltamerge.predicates import DIALECT, DeltamergeSpark, DeltamergeSpark40
+from deltamerge.sql_dialect import DIALECT, DeltamergeSpark, DeltamergeSpark40
 
 pytestmark = pytest.mark.spark
 

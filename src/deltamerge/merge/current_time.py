@@ -28,8 +28,8 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from deltamerge.merge.clauses import Assignment, MergeClause, MergeSpec
-from deltamerge.predicates import bare_function_name, mark_bare
 from deltamerge.spark.types import quote_name
+from deltamerge.sql_dialect import bare_function_name, mark_bare
 
 # How Spark prints clock functions in an analysed plan (``current_date(Some(UTC))``, ``now()`` ...).
 _CLOCK_IN_PLAN = re.compile(r"(?<![\w`.])(current_timestamp|now|current_date|localtimestamp)\(", re.I)

@@ -18,9 +18,6 @@ from sqlglot import exp
 from deltamerge.errors import AnalysisError
 from deltamerge.merge.alignment import error
 from deltamerge.predicates import (
-    BARE_FUNCTIONS,
-    bare_function,
-    bare_function_name,
     catalyst_sql,
     has_aggregate,
     has_subquery,
@@ -29,6 +26,7 @@ from deltamerge.predicates import (
     rewrite_columns,
     to_sql,
 )
+from deltamerge.sql_dialect import BARE_FUNCTIONS, bare_function, bare_function_name
 
 __all__ = ["Ref", "Side", "ambiguous"]
 

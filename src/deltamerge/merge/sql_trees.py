@@ -11,8 +11,8 @@ from pyspark.sql.types import DataType, NullType
 from sqlglot import exp
 
 from deltamerge.merge.evolution import ddl
-from deltamerge.predicates import DIALECT
 from deltamerge.spark.types import string_pieces
+from deltamerge.sql_dialect import DIALECT
 
 _VOID_IN_DDL = re.compile(r"(^|[:<,])void(?=$|[>,])")
 
