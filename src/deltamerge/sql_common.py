@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import cast
 
+import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import exp
@@ -15,6 +17,7 @@ from deltamerge.errors import ParseError, TableNotFoundError
 from deltamerge.identifiers import QUALIFIED, lookup_table
 from deltamerge.identifiers import unquote as _unquote
 from deltamerge.merge.resolution import catalog_name
+from deltamerge.sql_dialect import DIALECT
 
 __all__ = [
     "FLAGS",
@@ -219,6 +222,15 @@ def syntax_error_text(error: Exception) -> str:
     """SQLGlot's parse error as plain text (it underlines the offending token with terminal escape
     codes, which a log or a notebook shows as ``[4m``)."""
     return _ANSI.sub("", str(error))
+
+
+def parse_statement(text: str) -> exp.Expression:
+    """One SQL statement parsed by SQLGlot; a syntax error becomes deltamerge's ``ParseError``."""
+    try:
+        # sqlglot types parse_one as its Expr base; statements are always Expressions.
+        return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
+        raise ParseError(f"Syntax error in statement: {syntax_error_text(e)}")
 
 
 def check_with_spark_parser(spark: SparkSession, text: str) -> None:

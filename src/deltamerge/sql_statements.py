@@ -7,7 +7,7 @@
 * ``INSERT INTO`` / ``INSERT OVERWRITE [TABLE]`` ``t [(cols)] [BY NAME] <query>`` (sqlglot), appended or
   overwritten with ``deltamerge.write`` after Spark's by-position store assignment;
 * ``CREATE [OR REPLACE] TABLE`` / ``REPLACE TABLE`` / ``CREATE TABLE IF NOT EXISTS`` ``... USING delta``
-  with columns or ``AS SELECT`` (sqlglot), run by ``deltamerge.builders.create_table``;
+  with columns or ``AS SELECT`` (sqlglot, ``sql_create``), run by ``deltamerge.builders.create_table``;
 * ``ALTER TABLE t SET | UNSET TBLPROPERTIES (...)``, ``DROP FEATURE f [TRUNCATE HISTORY]``,
   ``ADD CONSTRAINT c CHECK (...)``,
   ``DROP CONSTRAINT [IF EXISTS] c`` (column clauses: ``sql_alter``),
@@ -33,7 +33,6 @@ from typing import Any, cast
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import DataType, StructField, StructType
 from sqlglot import exp
 
 from deltamerge import catalog
@@ -55,14 +54,15 @@ from deltamerge.sql_common import (
     delta_source,
     empty_frame,
     parse_properties,
+    parse_statement,
     path_of,
     qualify_target_columns,
     refuse_extras,
     resolve_table,
-    syntax_error_text,
     table_node,
     target_key,
 )
+from deltamerge.sql_create import create_statement
 from deltamerge.sql_dialect import DIALECT
 from deltamerge.sql_maintenance import HANDLERS
 from deltamerge.sql_show import HANDLERS as SHOW_HANDLERS
@@ -146,14 +146,6 @@ def _alter(spark: SparkSession, m: re.Match[str]) -> DataFrame | None:
     return empty_frame(spark)
 
 
-def _parse(text: str) -> exp.Expression:
-    try:
-        # sqlglot types parse_one as its Expr base; statements are always Expressions.
-        return cast(exp.Expression, sqlglot.parse_one(text, read=DIALECT))
-    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
-        raise ParseError(f"Syntax error in statement: {syntax_error_text(e)}")
-
-
 def _dml_target(spark: SparkSession, table: exp.Table, operation: str) -> tuple[str, str | None]:
     """(path, alias) of an UPDATE or DELETE target: a Delta path, a registered name, or a temp view
     that fully scans a Delta table (an UPDATE through a view of a table with generated columns is
@@ -177,7 +169,7 @@ def _dml_target(spark: SparkSession, table: exp.Table, operation: str) -> tuple[
 def _dml(spark: SparkSession, text: str) -> DataFrame | None:
     from deltamerge import dml
 
-    statement = _parse(text)
+    statement = parse_statement(text)
     if not isinstance(statement, (exp.Update, exp.Delete)) or not isinstance(statement.this, exp.Table):
         return None
     operation = "UPDATE" if isinstance(statement, exp.Update) else "DELETE"
@@ -214,7 +206,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     Delta table deltamerge knows (Spark then runs the statement)."""
     evolve = _INSERT_EVOLUTION.search(text) is not None
     try:
-        statement = _parse(_INSERT_EVOLUTION.sub("INSERT ", text, count=1) if evolve else text)
+        statement = parse_statement(_INSERT_EVOLUTION.sub("INSERT ", text, count=1) if evolve else text)
     except ParseError:
         if re.search(r"\bREPLACE\s+ON\b", text, re.IGNORECASE):  # Spark 4's form SQLGlot lacks
             raise UnsupportedOperationError(
@@ -340,154 +332,6 @@ def _insert_partitions(
     return static, {"replaceWhere": condition}
 
 
-def _column(node: exp.ColumnDef) -> StructField:
-    kind = node.args.get("kind")
-    if kind is None:
-        raise ParseError(f"Column {node.name} needs a data type.")
-    nullable = True
-    metadata: dict[str, Any] = {}
-    collation = ""
-    for c in node.args.get("constraints") or []:
-        k = c.args.get("kind")
-        if isinstance(k, exp.CollateColumnConstraint):  # `name STRING COLLATE UTF8_LCASE`
-            collation = f" COLLATE {quote_name(k.this.name)}"
-        elif isinstance(k, exp.NotNullColumnConstraint):
-            nullable = bool(k.args.get("allow_null"))
-        elif isinstance(k, exp.CommentColumnConstraint):
-            metadata["comment"] = k.this.name
-        elif isinstance(k, exp.ComputedColumnConstraint):
-            metadata["delta.generationExpression"] = to_sql(k.this)
-        elif isinstance(k, exp.DefaultColumnConstraint):
-            from deltamerge.column_defaults import metadata as default_metadata
-
-            metadata.update(default_metadata(to_sql(k.this)))
-        elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and k.args.get("expression") is None:
-            from deltamerge.identity import IdentityGenerator, column_metadata
-
-            def number(node: exp.Expression | None) -> int:
-                if node is None:
-                    return 1
-                if isinstance(node, exp.Neg):
-                    return -number(node.this)
-                return int(node.name)
-
-            generator = IdentityGenerator(number(k.args.get("start")), number(k.args.get("increment")))
-            metadata.update(column_metadata(generator, always=bool(k.this)))
-        else:
-            raise UnsupportedOperationError(
-                f"Column constraint {to_sql(c)} is not supported by deltamerge.{_check_hint(c)}"
-            )
-    return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT) + collation), nullable, metadata)
-
-
-def _refuse_table_constraint(node: exp.Expression) -> None:
-    """A table constraint in CREATE TABLE's column list (``CONSTRAINT c CHECK (...)``, ``PRIMARY
-    KEY (...)``, ...): Delta stores none of them, and one dropped silently would let rows through
-    that the user meant to refuse."""
-    raise UnsupportedOperationError(
-        f"Table constraint {to_sql(node)} is not supported in CREATE TABLE by Delta tables."
-        + _check_hint(node)
-    )
-
-
-def _check_hint(node: exp.Expression) -> str:
-    """How a CHECK constraint is declared on a Delta table instead."""
-    if node.find(exp.CheckColumnConstraint) is None:
-        return ""
-    return (
-        " Add a CHECK constraint with ALTER TABLE ... ADD CONSTRAINT name CHECK (condition) after "
-        "creating the table, or with the table property 'delta.constraints.<name>' = '<condition>'."
-    )
-
-
-def _column_path(node: exp.Expression) -> str:
-    """A (possibly nested) column of CLUSTER BY as one name, odd parts in backticks."""
-    from deltamerge.clustering_ddl import shown
-
-    return shown([p.name for p in node.parts]) if isinstance(node, exp.Column) else to_sql(node)
-
-
-def _create(spark: SparkSession, text: str, head: str) -> DataFrame:
-    from deltamerge.builders import create_table
-
-    words = head.upper().split()
-    mode = "createOrReplace" if "OR" in words else "replace" if words[0] == "REPLACE" else "create"
-    if mode == "replace":
-        text = re.sub(r"^\s*REPLACE\s+TABLE", "CREATE OR REPLACE TABLE", text, count=1, flags=re.IGNORECASE)
-    statement = _parse(text)
-    if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
-        raise ParseError("Expected CREATE TABLE ... USING delta.")
-    if statement.args.get("exists"):
-        mode = "createIfNotExists"
-    target = statement.this
-    schema = None
-    if isinstance(target, exp.Schema):
-        for c in target.expressions:
-            if not isinstance(c, exp.ColumnDef):
-                _refuse_table_constraint(c)
-        schema = StructType([_column(c) for c in target.expressions])
-        target = target.this
-    location = partition_by = comment = cluster_by = like = None
-    using_delta = False
-    props: dict[str, str] = {}
-    for p in (statement.args.get("properties") or exp.Properties(expressions=[])).expressions:
-        if isinstance(p, exp.LikeProperty):
-            like = p.this
-        elif isinstance(p, exp.LocationProperty):
-            location = p.this.name
-        elif isinstance(p, exp.PartitionedByProperty):
-            partition_by = [c.name for c in p.this.expressions]
-        elif isinstance(p, exp.ClusterProperty):
-            cluster_by = [_column_path(c) for c in p.expressions]
-        elif isinstance(p, exp.SchemaCommentProperty):
-            comment = p.this.name
-        elif isinstance(p, exp.FileFormatProperty):
-            using_delta = p.name.lower() == "delta"
-        elif type(p) is exp.Property:
-            key = p.this.name if isinstance(p.this, exp.Literal) else to_sql(p.this)
-            value = p.args["value"]
-            props[key] = value.name if isinstance(value, exp.Literal) else to_sql(value).lower()
-        else:
-            raise UnsupportedOperationError(f"{to_sql(p)} is not supported by deltamerge's CREATE TABLE.")
-    name = None
-    if path_of(target) is not None:
-        location = location or path_of(target)
-    else:
-        name = ".".join(p.name for p in target.parts)
-    query = statement.args.get("expression")
-    data = sql_with_delta_tables(spark, query.sql(dialect=DIALECT)) if query is not None else None
-    if data is not None and schema is not None and schema.fields:
-        raise ParseError("CREATE TABLE ... AS SELECT cannot list columns; the query defines them.")
-    if like is not None:
-        source = _like_source(spark, like, using_delta)
-        schema, partition_by, comment = source.schema, source.partition_by, source.comment
-        cluster_by = source.cluster_by if cluster_by is None else cluster_by
-        props = {**source.properties, **props}  # the statement's own properties win
-    create_table(
-        spark,
-        mode,
-        name=name,
-        location=location,
-        schema=schema,
-        partition_by=partition_by or [],
-        properties=props,
-        comment=comment,
-        data=data,
-        cluster_by=cluster_by,
-    )
-    return empty_frame(spark)
-
-
-def _like_source(spark: SparkSession, like: exp.Table, using_delta: bool):  # type: ignore[no-untyped-def]
-    """What CREATE TABLE ... LIKE copies from ``like`` (builders/like.py)."""
-    from deltamerge.builders import like as like_source
-
-    root = delta_source(like)
-    if root is not None:
-        return like_source.from_delta(root)
-    return like_source.from_session(spark, ".".join(p.name for p in like.parts), using_delta)
-
-
 def _table_changes(spark: SparkSession, text: str) -> DataFrame:
     from deltamerge.cdf_read import read_changes
 
@@ -604,7 +448,7 @@ def run_statement(spark: SparkSession, text: str) -> DataFrame:
             return result
     create = _CREATE.match(body)
     if create is not None and (_USING_DELTA.search(body) or _delta_by_default(spark, body)):
-        return _create(spark, body, create.group("head"))
+        return create_statement(spark, body, create.group("head"))
     if _TABLE_CHANGES.search(body):
         return _table_changes(spark, body)
     if has_delta_tables(text):  # e.g. SELECT ... FROM delta.`/path` VERSION AS OF 3
