@@ -214,3 +214,58 @@ def test_materialization_reason_from_the_plan_json_agrees_with_the_walk(spark, t
             assert planner._classic_traits(df).reason(False) == planner.NOT_MATERIALIZED_AUTO
         trips.append(len(calls))
     assert max(trips) < 60, trips
+
+
+_NONDETERMINISTIC_CLAUSES = {
+    # one per execution that reads the source once after the source-key summary
+    "cow-single-pass": (
+        False,
+        "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (k, v) VALUES (s.k, s.v)",
+    ),
+    "cow-uniform-upsert": (False, "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+    "dv-one-job": (True, "WHEN MATCHED THEN UPDATE SET v = s.v + 1"),
+    "dv-replace": (
+        True,
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT * "
+        "WHEN NOT MATCHED BY SOURCE THEN DELETE",
+    ),
+    "cow-insert-only": (False, "WHEN NOT MATCHED THEN INSERT *"),
+}
+
+
+@pytest.mark.parametrize("case", list(_NONDETERMINISTIC_CLAUSES))
+def test_a_changing_source_is_caught_by_every_execution(spark, tmp_path, spark_conf, case: str) -> None:
+    """Delta's ``failIfSourceChanged`` with an unmaterialized source that gives other rows on each
+    read: the merge fails and leaves the table as it was, whichever execution the merge takes (the
+    broadcast variants read the source once after the summary; they stand aside here, as the check
+    needs two counted reads). An insert-only merge reads it once, as in Delta: no error."""
+    import random
+
+    deletion_vectors, clauses = _NONDETERMINISTIC_CLAUSES[case]
+    spark_conf(
+        {
+            "spark.databricks.delta.merge.materializeSource": "none",
+            "spark.databricks.delta.merge.failIfSourceChanged": "true",
+        }
+    )
+    spark.udf.register(
+        "dmRandom", F.udf(lambda: random.random(), "double", useArrow=False).asNondeterministic()
+    )
+    path = str(tmp_path / "t")
+    target = spark.range(0, 2000, numPartitions=4).selectExpr("CAST(id AS INT) k", "CAST(id AS INT) v")
+    deltamerge.write(
+        target, path, configuration={"delta.enableDeletionVectors": str(deletion_vectors).lower()}
+    )
+    source = (
+        "(SELECT CAST(r.id AS INT) AS k, CAST(r.id AS INT) AS v FROM range(1, 1000000) AS r "
+        "JOIN (SELECT dmRandom() * 1000000 AS bound) ON r.id < bound) AS s"
+    )
+    statement = f"MERGE INTO delta.`{path}` t USING {source} ON s.k = t.k {clauses}"
+    if case.endswith("insert-only"):
+        deltamerge.sql(spark, statement)
+        assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "MERGE"
+        return
+    with pytest.raises(Exception, match="source dataset is not deterministic"):
+        deltamerge.sql(spark, statement)
+    assert DeltaTable.forPath(spark, path).history(1).collect()[0]["version"] == 0
+    assert _rows(spark, path) == [(i, i) for i in range(2000)]

@@ -111,9 +111,14 @@ def width(t: DataType) -> int:
 def eligible(ctx: MergeContext, *, not_matched_by_source: bool = False) -> bool:
     """Whether the broadcast variant can apply to this merge, before the source is summarised:
     no NOT MATCHED BY SOURCE clause (unless the caller handles them), no change data feed, an
-    equi-join key, broadcasting allowed."""
+    equi-join key, broadcasting allowed, and the source's rows counted on each read when they may
+    change between reads (``merge.failIfSourceChanged`` on an unrepeatable, unmaterialized source)."""
     rm = ctx.rm
-    if ctx.cdf_enabled or (rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE) and not not_matched_by_source):
+    if (
+        not ctx.source_repeatable
+        or ctx.cdf_enabled
+        or (rm.of_kind(ClauseKind.NOT_MATCHED_BY_SOURCE) and not not_matched_by_source)
+    ):
         return False
     return joinable(ctx)
 

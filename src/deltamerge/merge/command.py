@@ -511,6 +511,10 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
         ctx.source_repeatable = prune and _repeatable(ctx)
         prune = ctx.source_repeatable
     matching = not insert_only and bool(candidates)
+    if matching and not plan.materialize and setting(ctx.spark, SessionConf.FAIL_IF_SOURCE_CHANGED):
+        # Delta's check that the source gave as many rows to job 2 as to job 1 needs two counted
+        # reads; the broadcast variants read an unmaterialized source once after the summary.
+        ctx.source_repeatable = _repeatable(ctx)
     # The broadcast variant checks the matches itself (DV mode: job 1's row positions; copy-on-write:
     # the rows its write reads and joins), so the per-key aggregation is not needed up front.
     later = matching and (broadcast.eligible(ctx) or uniform_upsert.eligible(ctx))
