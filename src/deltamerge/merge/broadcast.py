@@ -396,8 +396,8 @@ def write_changes(
         m.add_clause_counts(rm, counts)
     finally:
         matched.unpersist()
-    # Delta's second scan reads the source rows job 1 counted (the source is deterministic here:
-    # materialized, or a scan of immutable files).
+    # Delta's second scan reads the source rows job 1 counted: the source is materialized or
+    # repeatable, or merge.failIfSourceChanged is off (``eligible``), so the count is not compared.
     m.numSourceRowsInSecondScan = m.numSourceRows
     m.use_second_scan_source_rows = False
     m.rewriteTimeMs += timed_ms(start)
