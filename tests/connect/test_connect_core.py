@@ -531,6 +531,37 @@ def test_materialized_parquet_source(connect_spark, tmp_path):
         assert planner.source_materialization_reason(spark, source) == want
 
 
+def test_changing_sql_source_caught_on_connect(connect_spark, tmp_path):
+    """``merge.failIfSourceChanged`` on Connect: a source given as SQL text (whose plan the client
+    cannot see) that gives other rows on each read fails the merge, as on classic; the table stays."""
+    import random
+
+    spark = connect_spark
+    keys = (
+        "spark.databricks.delta.merge.materializeSource",
+        "spark.databricks.delta.merge.failIfSourceChanged",
+    )
+    spark.conf.set(keys[0], "none")
+    spark.conf.set(keys[1], "true")
+    try:
+        coin = F.udf(lambda: random.random(), "double", useArrow=False).asNondeterministic()
+        spark.udf.register("dmRandom", coin)
+        path = str(tmp_path / "t")
+        target = spark.range(0, 2000, 1, 4).selectExpr("CAST(id AS INT) k", "CAST(id AS INT) v")
+        deltamerge.write(target, path)
+        source = spark.sql(
+            "SELECT CAST(r.id AS INT) AS k, CAST(r.id AS INT) AS v FROM range(1, 1000000) AS r "
+            "JOIN (SELECT dmRandom() * 1000000 AS bound) ON r.id < bound"
+        )
+        merge = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "s.k = t.k")
+        with pytest.raises(Exception, match="source dataset is not deterministic"):
+            merge.whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute()
+        assert DeltaTable.forPath(spark, path).version() == 0
+    finally:
+        for key in keys:
+            spark.conf.unset(key)
+
+
 def test_delta_source_summarised_from_statistics(connect_spark, tmp_path, monkeypatch):
     """A source that plainly reads a Delta table needs no source-key job on Connect either."""
     from deltamerge.merge import pruning

@@ -216,6 +216,9 @@ class SourceTraits:
     non_delta: bool  # a leaf that is not a Delta scan
     nondeterministic: bool  # an operator or expression Spark marks non-deterministic
     has_udf: bool  # a UDF, even one marked deterministic
+    # A relation whose plan this side cannot see (Spark Connect: SQL text, a table or view by
+    # name, a cached relation): it may hold anything the two flags above would catch.
+    opaque: bool = False
 
     def reason(self, unreadable: bool) -> str:
         """Delta's first reason in its order (``shouldMaterializeSource``): a leaf that is not a
@@ -256,7 +259,7 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
 
     rel = source._plan.plan(source._session.client)  # type: ignore[attr-defined,operator]
     delta_dirs: dict[str, bool] = {}
-    has_udf = nondeterministic = non_delta = False
+    has_udf = nondeterministic = non_delta = opaque = False
     stack: list[Message] = [rel]
     visited = 0
     while stack:
@@ -273,8 +276,13 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
             "JavaUDF",
         ):
             has_udf = True
-        elif kind == "UnresolvedFunction" and msg.function_name.lower() in _NONDETERMINISTIC_FUNCTIONS:  # type: ignore[attr-defined]
-            nondeterministic = True
+        elif kind == "UnresolvedFunction":
+            if msg.function_name.lower() in _NONDETERMINISTIC_FUNCTIONS:  # type: ignore[attr-defined]
+                nondeterministic = True
+            elif msg.is_user_defined_function:  # type: ignore[attr-defined]
+                has_udf = True
+        elif kind == "ExpressionString":  # F.expr / selectExpr text: it may call a UDF by name
+            opaque = True
         elif kind == "Read":
             which = msg.WhichOneof("read_type")  # type: ignore[attr-defined]
             if which == "data_source":
@@ -284,17 +292,16 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
                 if not pinned or not all(_delta_table_root(p, delta_dirs) for p in ds.paths):
                     non_delta = True
             else:
-                non_delta = True
+                non_delta = opaque = True
         elif kind == "LocalRelation":
             if _INTERNAL_PREFIX + "file" not in (msg.schema or ""):  # type: ignore[attr-defined]
                 non_delta = True
+        elif kind in ("SQL", "CachedRemoteRelation", "CatalogRelation"):
+            non_delta = opaque = True
         elif kind in (
-            "SQL",
             "Range",
-            "CachedRemoteRelation",
             "CachedLocalRelation",
             "ChunkedCachedLocalRelation",
-            "CatalogRelation",
             "MlRelation",
         ):
             non_delta = True
@@ -303,7 +310,7 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
                 stack.append(value)
             elif isinstance(value, (list, tuple)) or type(value).__name__.startswith("Repeated"):
                 stack.extend(v for v in value if isinstance(v, Message))
-    return SourceTraits(non_delta, nondeterministic, has_udf)
+    return SourceTraits(non_delta, nondeterministic, has_udf, opaque)
 
 
 class _Uninspected(Exception):
