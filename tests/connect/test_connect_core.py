@@ -562,6 +562,47 @@ def test_changing_sql_source_caught_on_connect(connect_spark, tmp_path):
             spark.conf.unset(key)
 
 
+def test_repeatability_of_sources_the_client_cannot_see_into(connect_spark, tmp_path):
+    """A view by name, SQL text or an expression text hides its plan from the Connect client; the
+    server's physical plan says whether reading it again gives the same rows (no UDF, no
+    non-deterministic function), which decides the insert-only merge's extra reads of the source."""
+    import random
+
+    from deltamerge.merge import planner
+
+    spark = connect_spark
+    coin = F.udf(lambda: random.random(), "double", useArrow=False).asNondeterministic()
+    spark.udf.register("dmCoin", coin)
+    views = {
+        "dm_v_plain": ("id, id AS rand", True),  # a column named like a function is not a call
+        "dm_v_rand": ("id, rand() AS r", False),
+        "dm_v_uuid": ("id, uuid() AS u", False),
+        "dm_v_udf": ("id, dmCoin() AS c", False),
+    }
+    try:
+        for name, (columns, repeatable) in views.items():
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {columns} FROM range(5)")
+            for source in (spark.table(name), spark.sql(f"SELECT * FROM {name}")):
+                traits = planner.source_traits(spark, source)
+                assert traits is not None and traits.opaque, name
+                assert planner.opaque_source_repeatable(source) is repeatable, name
+        seen = planner.source_traits(spark, spark.range(3).selectExpr("id", "id % 2 AS p"))
+        assert seen is not None and not seen.opaque and not seen.nondeterministic
+        rand = planner.source_traits(spark, spark.range(3).selectExpr("id", "rand() AS r"))
+        assert rand is not None and rand.nondeterministic
+        by_name = planner.source_traits(spark, spark.range(3).selectExpr("id", "dmCoin() AS c"))
+        assert by_name is not None and by_name.opaque
+        path = str(tmp_path / "t")
+        deltamerge.write(spark.range(3), path)
+        deltamerge.register_table(spark, "dm_registered_src", path)
+        registered = planner.source_traits(spark, spark.table("dm_registered_src"))
+        assert registered is not None and not registered.opaque and not registered.non_delta
+    finally:
+        for name in views:
+            spark.catalog.dropTempView(name)
+        deltamerge.unregister_table(spark, "dm_registered_src")
+
+
 def test_delta_source_summarised_from_statistics(connect_spark, tmp_path, monkeypatch):
     """A source that plainly reads a Delta table needs no source-key job on Connect either."""
     from deltamerge.merge import pruning

@@ -514,7 +514,7 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     if matching and not plan.materialize and setting(ctx.spark, SessionConf.FAIL_IF_SOURCE_CHANGED):
         # Delta's check that the source gave as many rows to job 2 as to job 1 needs two counted
         # reads; the broadcast variants read an unmaterialized source once after the summary.
-        ctx.source_repeatable = _repeatable(ctx, strict=True)
+        ctx.source_repeatable = _repeatable(ctx)
     # The broadcast variant checks the matches itself (DV mode: job 1's row positions; copy-on-write:
     # the rows its write reads and joins), so the per-key aggregation is not needed up front.
     later = matching and (broadcast.eligible(ctx) or uniform_upsert.eligible(ctx))
@@ -557,17 +557,19 @@ def _source_key_summary(ctx: MergeContext, plan: MergePlan) -> tuple[AddFile, ..
     return summary.files
 
 
-def _repeatable(ctx: MergeContext, *, strict: bool = False) -> bool:
+def _repeatable(ctx: MergeContext) -> bool:
     """Whether reading the source again gives the same rows: the rules by which auto mode leaves a
     source unmaterialized, plus local rows and ranges (no UDF, no non-deterministic operator, no
-    ignored unreadable files). A plan that could not be inspected is not; ``strict``: nor is one
-    holding a relation whose plan Spark Connect does not show (SQL text, a table by name)."""
-    from deltamerge.merge.planner import ignores_unreadable_files, source_traits
+    ignored unreadable files). A plan that could not be inspected is not. On Spark Connect, a plan
+    holding relations the client cannot see into (SQL text, a view by name) is asked of the server."""
+    from deltamerge.merge.planner import ignores_unreadable_files, opaque_source_repeatable, source_traits
 
     traits = source_traits(ctx.spark, ctx.source)
     if traits is None or ignores_unreadable_files(ctx.spark):
         return False
-    return not (traits.nondeterministic or traits.has_udf or (strict and traits.opaque))
+    if traits.nondeterministic or traits.has_udf:
+        return False
+    return not traits.opaque or opaque_source_repeatable(ctx.source)
 
 
 def _summary_from_source_statistics(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -281,8 +282,10 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
                 nondeterministic = True
             elif msg.is_user_defined_function:  # type: ignore[attr-defined]
                 has_udf = True
-        elif kind == "ExpressionString":  # F.expr / selectExpr text: it may call a UDF by name
-            opaque = True
+        elif kind == "ExpressionString":  # F.expr / selectExpr / filter text
+            text_nondeterministic, text_opaque = _expression_text_traits(msg.expression)  # type: ignore[attr-defined]
+            nondeterministic = nondeterministic or text_nondeterministic
+            opaque = opaque or text_opaque
         elif kind == "Read":
             which = msg.WhichOneof("read_type")  # type: ignore[attr-defined]
             if which == "data_source":
@@ -291,6 +294,8 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
                 pinned = fmt == "parquet" and bool(ds.paths) and not ds.predicates
                 if not pinned or not all(_delta_table_root(p, delta_dirs) for p in ds.paths):
                     non_delta = True
+            elif which == "named_table" and _registered(msg.named_table.unparsed_identifier):  # type: ignore[attr-defined]
+                pass  # a name deltamerge registered: its view reads one snapshot's files
             else:
                 non_delta = opaque = True
         elif kind == "LocalRelation":
@@ -311,6 +316,45 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
             elif isinstance(value, (list, tuple)) or type(value).__name__.startswith("Repeated"):
                 stack.extend(v for v in value if isinstance(v, Message))
     return SourceTraits(non_delta, nondeterministic, has_udf, opaque)
+
+
+def _expression_text_traits(text: str) -> tuple[bool, bool]:
+    """(non-deterministic, opaque) of an expression given as text on Connect: a function SQLGlot
+    does not know may be a UDF called by name, and a subquery reads relations unseen here."""
+    from sqlglot import exp
+
+    from deltamerge.predicates import is_deterministic, parse_expression
+
+    try:
+        node = parse_expression(text)
+    except Exception:
+        return False, True
+    unseen = node.find(exp.Anonymous, exp.Select, exp.Subquery) is not None
+    return not is_deterministic(node), unseen
+
+
+# A Python UDF's operator in a physical plan's text (BatchEvalPython, ArrowEvalPython, MapInPandas,
+# FlatMapGroupsInPandas, PythonMapInArrow, ...), or an unnamed JVM UDF.
+_UDF_IN_PLAN_TEXT = re.compile(r"Python|Pandas|MapInArrow|\bUDF\(")
+_NONDETERMINISTIC_IN_PLAN_TEXT = re.compile(r"\b(?:" + "|".join(sorted(_NONDETERMINISTIC_FUNCTIONS)) + r")\(")
+
+
+def opaque_source_repeatable(source: DataFrame) -> bool:
+    """Spark Connect: whether a source holding relations the client cannot see into (SQL text, a
+    view by name) calls no UDF and no non-deterministic function, read from the text of its
+    physical plan (one round trip). Any doubt (a failed call, a match in a literal) says no."""
+    try:
+        text = source._explain_string(mode="simple")  # type: ignore[operator]
+    except Exception:
+        return False
+    return not (_UDF_IN_PLAN_TEXT.search(text) or _NONDETERMINISTIC_IN_PLAN_TEXT.search(text))
+
+
+def _registered(name: str) -> bool:
+    """Whether ``name`` is a table registered with deltamerge (``catalog.register_table``)."""
+    from deltamerge.catalog import path_for_name
+
+    return path_for_name(name) is not None
 
 
 class _Uninspected(Exception):
