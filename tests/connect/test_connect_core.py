@@ -597,8 +597,20 @@ def test_repeatability_of_sources_the_client_cannot_see_into(connect_spark, tmp_
         deltamerge.register_table(spark, "dm_registered_src", path)
         registered = planner.source_traits(spark, spark.table("dm_registered_src"))
         assert registered is not None and not registered.opaque and not registered.non_delta
+        # An insert-only merge from a view whose rows change on each read: every key it gives is
+        # in the target, so nothing is inserted (read once, as Delta does). Summarised on a first
+        # read, the second read's keys fell in pruned files and 101 duplicates were inserted.
+        target = str(tmp_path / "target")
+        deltamerge.write(spark.range(0, 200000, 1, 4).repartitionByRange(20, "id"), target)
+        spark.sql(
+            "CREATE OR REPLACE TEMP VIEW dm_v_moving AS SELECT r.id FROM range(0, 200000) r "
+            "JOIN (SELECT CAST(dmCoin() * 190000 AS BIGINT) AS b) ON r.id BETWEEN b AND b + 100"
+        )
+        moving = spark.table("dm_v_moving").alias("s")
+        merge = DeltaTable.forPath(spark, target).alias("t").merge(moving, "t.id = s.id")
+        assert tuple(merge.whenNotMatchedInsertAll().execute().collect()[0]) == (0, 0, 0, 0)
     finally:
-        for name in views:
+        for name in [*views, "dm_v_moving"]:
             spark.catalog.dropTempView(name)
         deltamerge.unregister_table(spark, "dm_registered_src")
 
