@@ -595,8 +595,11 @@ def test_repeatability_of_sources_the_client_cannot_see_into(connect_spark, tmp_
         path = str(tmp_path / "t")
         deltamerge.write(spark.range(3), path)
         deltamerge.register_table(spark, "dm_registered_src", path)
+        # A registered name's view reads one snapshot's files; resolved anew on each read, it stays
+        # materialized for a matching merge (a commit to it may re-point the view mid-merge).
         registered = planner.source_traits(spark, spark.table("dm_registered_src"))
-        assert registered is not None and not registered.opaque and not registered.non_delta
+        assert registered is not None and registered.opaque and registered.non_delta
+        assert planner.opaque_source_repeatable(spark.table("dm_registered_src"))
         # An insert-only merge from a view whose rows change on each read: every key it gives is
         # in the target, so nothing is inserted (read once, as Delta does). Summarised on a first
         # read, the second read's keys fell in pruned files and 101 duplicates were inserted.

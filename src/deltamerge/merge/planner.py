@@ -294,9 +294,7 @@ def _connect_traits(source: DataFrame) -> SourceTraits:
                 pinned = fmt == "parquet" and bool(ds.paths) and not ds.predicates
                 if not pinned or not all(_delta_table_root(p, delta_dirs) for p in ds.paths):
                     non_delta = True
-            elif which == "named_table" and _registered(msg.named_table.unparsed_identifier):  # type: ignore[attr-defined]
-                pass  # a name deltamerge registered: its view reads one snapshot's files
-            else:
+            else:  # a table or view by name: resolved anew by the server on every read
                 non_delta = opaque = True
         elif kind == "LocalRelation":
             if _INTERNAL_PREFIX + "file" not in (msg.schema or ""):  # type: ignore[attr-defined]
@@ -348,13 +346,6 @@ def opaque_source_repeatable(source: DataFrame) -> bool:
     except Exception:
         return False
     return not (_UDF_IN_PLAN_TEXT.search(text) or _NONDETERMINISTIC_IN_PLAN_TEXT.search(text))
-
-
-def _registered(name: str) -> bool:
-    """Whether ``name`` is a table registered with deltamerge (``catalog.register_table``)."""
-    from deltamerge.catalog import path_for_name
-
-    return path_for_name(name) is not None
 
 
 class _Uninspected(Exception):
