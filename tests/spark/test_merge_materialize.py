@@ -257,8 +257,8 @@ def test_a_changing_source_is_caught_by_every_execution(spark, tmp_path, spark_c
         target, path, configuration={"delta.enableDeletionVectors": str(deletion_vectors).lower()}
     )
     source = (
-        "(SELECT CAST(r.id AS INT) AS k, CAST(r.id AS INT) AS v FROM range(1, 1000000) AS r "
-        "JOIN (SELECT dmRandom() * 1000000 AS bound) ON r.id < bound) AS s"
+        "(SELECT CAST(r.id AS INT) AS k, CAST(r.id AS INT) AS v FROM range(1, 100000) AS r "
+        "JOIN (SELECT dmRandom() * 100000 AS bound) ON r.id < bound) AS s"
     )
     statement = f"MERGE INTO delta.`{path}` t USING {source} ON s.k = t.k {clauses}"
     if case.endswith("insert-only"):
