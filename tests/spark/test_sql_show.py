@@ -15,6 +15,7 @@ import pytest
 import deltamerge
 from deltamerge.errors import DeltaMergeError
 from deltamerge.log.snapshot import DeltaLog
+from deltamerge.sql_dialect import DIALECT, DeltamergeSpark40
 
 pytestmark = pytest.mark.spark
 
@@ -233,6 +234,8 @@ def test_show_create_table_round_trips(spark, tmp_path: Path) -> None:
         "PARTITIONED BY (d) COMMENT 'it''s mine' TBLPROPERTIES ('x' = 'y')",
     )
     text = _sql(spark, f"SHOW CREATE TABLE delta.`{path}`").first()[0]
+    # Spark 4.0 reads 'it''s mine' as two adjacent literals: its mine.
+    comment = "'its mine'" if DIALECT is DeltamergeSpark40 else "'it\\'s mine'"
     assert text == (
         f"CREATE TABLE delta.`{path}` (\n"
         "  id INT NOT NULL COMMENT 'the key',\n"
@@ -242,7 +245,7 @@ def test_show_create_table_round_trips(spark, tmp_path: Path) -> None:
         "  d DATE)\n"
         "USING delta\n"
         "PARTITIONED BY (d)\n"
-        "COMMENT 'it\\'s mine'\n"
+        f"COMMENT {comment}\n"
         f"LOCATION 'file:{path}'\n"
         "TBLPROPERTIES (\n"
         "  'delta.minReaderVersion' = '1',\n"
