@@ -21,6 +21,7 @@ from deltamerge import DeltaTable
 from deltamerge.errors import DeltaMergeError
 from deltamerge.log.actions import Protocol
 from deltamerge.log.snapshot import DeltaLog
+from deltamerge.sql_dialect import DIALECT, DeltamergeSpark40
 
 pytestmark = pytest.mark.spark
 
@@ -52,6 +53,14 @@ def test_a_collated_column_gets_the_feature_and_keeps_its_collation(spark, tmp_p
     assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().to_pydict()["name"]) == ["Alice", "bob"]
 
 
+# PySpark 4.0.0's collect() returns no rows when a column is a collated string (count() and toJSON()
+# see them), and its analyzer leaves a comparison of two collations indeterminate.
+_SPARK_41 = pytest.mark.skipif(
+    DIALECT is DeltamergeSpark40, reason="PySpark 4.0 collects no rows of collated strings"
+)
+
+
+@_SPARK_41
 @pytest.mark.parametrize("partition_by", [None, ["c"]], ids=["stats", "partitioned"])
 def test_skipping_never_prunes_by_a_collated_value(spark, tmp_path: Path, partition_by) -> None:  # type: ignore[no-untyped-def]
     """Each file's statistics (or partition value) say 'Alice' / 'X'; the target-only conjuncts of
@@ -74,6 +83,7 @@ def test_skipping_never_prunes_by_a_collated_value(spark, tmp_path: Path, partit
     assert _rows(spark, path) == [(20, "bob", "Y")]
 
 
+@_SPARK_41
 def test_a_plain_string_inserted_into_a_collated_column_takes_its_collation(spark, tmp_path: Path) -> None:
     path = _table(spark, tmp_path)
     source = spark.sql("SELECT 3 AS id, 'carl' AS name, 'Z' AS c")
@@ -110,6 +120,7 @@ def test_schema_evolution_does_not_change_a_collation(spark, tmp_path: Path) -> 
     assert DeltaLog.for_table(path).update().protocol == Protocol(1, 2)
 
 
+@_SPARK_41
 def test_sql_create_table_with_collated_columns(spark, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     deltamerge.sql(
@@ -136,6 +147,7 @@ def test_sql_create_table_with_collated_columns(spark, tmp_path: Path) -> None:
     assert DeltaLog.for_table(path).update().protocol == COLLATED_PROTOCOL
 
 
+@_SPARK_41
 def test_a_table_with_the_preview_feature_is_written_as_it_is(spark, tmp_path: Path) -> None:
     """A table made by an engine with ``collations-preview`` keeps that feature only: the stable
     one would lock out the writers that know the preview alone."""

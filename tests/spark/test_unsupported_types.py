@@ -16,10 +16,12 @@ import deltamerge
 from deltamerge import DeltaTable
 from deltamerge.errors import DeltaMergeError
 from deltamerge.log.snapshot import DeltaLog
+from deltamerge.sql_dialect import DIALECT, DeltamergeSpark40
 
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.skipif(DIALECT is DeltamergeSpark40, reason="TIME and GEOMETRY are Spark 4.1 types")
 def test_a_new_table_with_an_interval_is_refused_and_nothing_is_written(spark, tmp_path: Path) -> None:
     path = tmp_path / "t"
     df = spark.sql("SELECT 1 AS id, INTERVAL '1' DAY AS i, named_struct('t', TIME'12:00:00') AS s")
@@ -135,6 +137,10 @@ def test_void_inside_an_array_or_a_map_is_refused_and_nothing_is_written(spark, 
     assert DeltaLog.for_table(str(path)).update().version == 0
 
 
+@pytest.mark.skipif(
+    DIALECT is DeltamergeSpark40,
+    reason="Spark 4.0's Parquet writer refuses a struct of VOID fields only (Delta's too, on 4.0)",
+)
 def test_void_struct_fields_are_left_out_of_the_files_and_evolve(spark, tmp_path: Path) -> None:
     """A void struct field is not written (Spark would write a BOOLEAN stand-in, which a read
     after schema evolution widened the field to STRING failed on: PARQUET_COLUMN_DATA_TYPE_MISMATCH);
