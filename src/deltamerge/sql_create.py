@@ -34,7 +34,7 @@ def _column(node: exp.ColumnDef) -> StructField:
         elif isinstance(k, exp.NotNullColumnConstraint):
             nullable = bool(k.args.get("allow_null"))
         elif isinstance(k, exp.CommentColumnConstraint):
-            metadata["comment"] = _text(k.this)
+            metadata["comment"] = k.this.name
         elif isinstance(k, exp.ComputedColumnConstraint):
             metadata["delta.generationExpression"] = to_sql(k.this)
         elif isinstance(k, exp.DefaultColumnConstraint):
@@ -58,14 +58,6 @@ def _column(node: exp.ColumnDef) -> StructField:
                 f"Column constraint {to_sql(c)} is not supported by deltamerge.{_check_hint(c)}"
             )
     return StructField(node.name, DataType.fromDDL(kind.sql(dialect=DIALECT) + collation), nullable, metadata)
-
-
-def _text(node: exp.Expression) -> str:
-    """A string literal's text; on Spark 4.0, which reads ``'it''s'`` as two adjacent literals, the
-    literals' concatenation (``its``), as Spark reads them."""
-    if isinstance(node, exp.Concat) and all(isinstance(e, exp.Literal) for e in node.expressions):
-        return "".join(e.name for e in node.expressions)
-    return node.name
 
 
 def _refuse_table_constraint(node: exp.Expression) -> None:
@@ -124,13 +116,13 @@ def create_statement(spark: SparkSession, text: str, head: str) -> DataFrame:
         if isinstance(p, exp.LikeProperty):
             like = p.this
         elif isinstance(p, exp.LocationProperty):
-            location = _text(p.this)
+            location = p.this.name
         elif isinstance(p, exp.PartitionedByProperty):
             partition_by = [c.name for c in p.this.expressions]
         elif isinstance(p, exp.ClusterProperty):
             cluster_by = [_column_path(c) for c in p.expressions]
         elif isinstance(p, exp.SchemaCommentProperty):
-            comment = _text(p.this)
+            comment = p.this.name
         elif isinstance(p, exp.FileFormatProperty):
             using_delta = p.name.lower() == "delta"
         elif type(p) is exp.Property:

@@ -226,6 +226,15 @@ class _Tokenizer(_SparkTokenizer):  # type: ignore[misc]
 
 
 class _Parser(_SparkParser):  # type: ignore[misc]
+    def _parse_primary(self) -> exp.Expr | None:
+        # Adjacent string literals ('a' 'b'; on Spark 4.0 also 'it''s') are one literal to Spark;
+        # SQLGlot's CONCAT of them has no literal text (a table COMMENT read it as empty).
+        node = super()._parse_primary()
+        parts = node.expressions if isinstance(node, exp.Concat) else ()
+        if parts and all(isinstance(p, exp.Literal) and p.is_string for p in parts):
+            return exp.Literal.string("".join(p.this for p in parts))
+        return cast("exp.Expr | None", node)
+
     # v:a.b[0] extracts from a VARIANT in Spark 4 (SQLGlot's Spark reads ``v AS :a``).
     COLON_IS_VARIANT_EXTRACT = True
     # current_date written without parentheses is a column when one has that name (Spark resolves

@@ -302,15 +302,20 @@ def test_doubled_quotes_follow_the_spark_release() -> None:
     assert values(DeltamergeSpark) == [
         "SELECT 'O\\'Brien'",
         "SELECT 'say \"hi\"'",
-        "SELECT CONCAT('a', 'b')",
+        "SELECT 'ab'",  # adjacent literals are one literal to Spark
         "SELECT 'it\\'s'",
     ]
     assert values(DeltamergeSpark40) == [
-        "SELECT CONCAT('O', 'Brien')",
-        "SELECT CONCAT('say ', 'hi', '')",
-        "SELECT CONCAT('a', 'b')",
+        "SELECT 'OBrien'",
+        "SELECT 'say hi'",
+        "SELECT 'ab'",
         "SELECT 'it\\'s'",
     ]
+    # An explicit CONCAT stays a call.
+    assert (
+        sqlglot.parse_one("SELECT concat('a', 'b')", read=DIALECT).sql(dialect=DIALECT)
+        == "SELECT CONCAT('a', 'b')"
+    )
     major, minor = (int(p) for p in pyspark.__version__.split(".")[:2])
     assert DIALECT is (DeltamergeSpark if (major, minor) >= (4, 1) else DeltamergeSpark40)
 
