@@ -274,6 +274,35 @@ def test_dv_and_cdf_merge_then_read_changes(connect_spark, path):
     assert _rows(DeltaTable.forPath(spark, path).toDF()) == expected_rows
 
 
+def test_erase_writes_only_deletion_vectors(connect_spark, tmp_path, monkeypatch):
+    """A GDPR erase on Connect (DV mode's one job runs for its observations and writes no rows):
+    repeated keys under a lone unconditional DELETE count once; conditional DELETEs pick rows."""
+    from deltamerge.merge import one_job
+
+    done, real = [], one_job._write
+    monkeypatch.setattr(one_job, "_write", lambda *a, **k: done.append(real(*a, **k)) or done[-1])
+    spark = connect_spark
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(0, 400, 1, 4).selectExpr("id", "cast(id % 7 as int) as v"), path,
+                     configuration={"delta.enableDeletionVectors": "true"})
+    src = spark.range(0, 40).selectExpr("id * 13 % 500 as id", "cast(id % 3 as int) as w")
+    erased = {i * 13 % 500 for i in range(40)} & set(range(400))
+    res = DeltaTable.forPath(spark, path).alias("t").merge(src.unionAll(src).alias("s"), "t.id = s.id")
+    assert tuple(res.whenMatchedDelete().execute().collect()[0]) == (len(erased), 0, len(erased), 0)
+    picked = {i * 13 % 500 for i in range(40, 80) if i % 3 == 1 and i * 13 % 500 % 7 < 3}
+    picked |= {i * 13 % 500 for i in range(40, 80) if i * 13 % 500 > 390}
+    picked = (picked & set(range(400))) - erased
+    src = spark.range(40, 80).selectExpr("id * 13 % 500 as id", "cast(id % 3 as int) as w")
+    res = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+           .whenMatchedDelete("s.w = 1 AND t.v < 3").whenMatchedDelete("t.id > 390").execute())
+    assert tuple(res.collect()[0]) == (len(picked), 0, len(picked), 0)
+    assert [len(w.adds) for w in done] == [0, 0]  # both ran as the one job, writing no rows
+    snap = snapshot_for(path)
+    assert all(f.deletion_vector is not None for f in snap.files if f.size and f.num_records)
+    kept = {r[0] for r in DeltaTable.forPath(spark, path).toDF().collect()}
+    assert kept == set(range(400)) - erased - picked
+
+
 @pytest.mark.sampled
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_dv_merge_variants(connect_spark, tmp_path, variant):

@@ -113,6 +113,21 @@ def deletion_vector_actions(
     return actions
 
 
+def _job1_suffices(ctx: MergeContext) -> bool:
+    """A merge that only deletes matched rows (``one_job.erases_only``) writes no rows: the
+    positions of job 1 are all it needs, unless change data is written (the deleted rows' images)
+    or ``merge.failIfSourceChanged`` compares job 2's source count with job 1's."""
+    from deltamerge.config import SessionConf
+    from deltamerge.merge.one_job import erases_only
+    from deltamerge.spark.session import setting
+
+    return (
+        erases_only(ctx.rm)
+        and not ctx.cdf_enabled
+        and not setting(ctx.spark, SessionConf.FAIL_IF_SOURCE_CHANGED)
+    )
+
+
 def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) -> list[Action]:
     """DV-mode MERGE: returns the commit's file actions."""
     from deltamerge.merge import broadcast, one_job, single_pass, uniform_upsert
@@ -147,7 +162,12 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
     touched = find_touched_files(ctx, candidates, collect_modified_rows=True) if candidates else None
     if touched is None or not touched.files:
         return list(inserts_without_matches(ctx, bool(candidates)))
-    adds, cdc = write_all_changes(ctx, touched, join_type=changed_rows_join(ctx))
     assert touched.modified_rows is not None
+    if _job1_suffices(ctx):
+        # Job 1 found every row the merge deletes: job 2 would only count them again.
+        deleted = sum(len(rows) for rows in touched.modified_rows.values())
+        ctx.metrics.add_clause_counts(ctx.rm, {f"clause_{ctx.rm.clauses[0].index}": deleted})
+        return deletion_vector_actions(ctx, touched.files, touched.modified_rows)
+    adds, cdc = write_all_changes(ctx, touched, join_type=changed_rows_join(ctx))
     dv_actions = deletion_vector_actions(ctx, touched.files, touched.modified_rows)
     return [*dv_actions, *adds, *cdc]

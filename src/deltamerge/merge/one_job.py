@@ -27,6 +27,13 @@ it all:
 - ``observe()`` brings every matched row's number (plus one for "changed") to the driver as one
   text, and the clause counters.
 
+A merge with MATCHED clauses only has no source row to preserve: the candidates stream through one
+``INNER JOIN broadcast(source)``, and no matched rows travel on to a second join. One that only
+deletes (a GDPR erase: MATCHED ... DELETE clauses alone) writes no rows: its job reads only the
+columns its conditions name and runs into Spark's ``noop`` sink for its observations. 5,000 keys
+spread over a 5M-row, 100-file table: 0.86-0.98 s against 1.32-1.35 s through the left join and
+an empty write (which kept every column alive down to the scan).
+
 The driver decodes the numbers into the new deletion vectors. A position listed twice is a target
 row matched by two source rows: the written files are deleted and the Delta-shaped path reports it
 (``SourceNotUnique``). A row whose file is not among the candidates' paths (a path spelt
@@ -49,7 +56,9 @@ from pyspark.sql import functions as F
 from deltamerge.config import SessionConf
 from deltamerge.log.actions import AddFile
 from deltamerge.merge import broadcast
-from deltamerge.merge.analysis import tcol
+from deltamerge.merge.analysis import ResolvedMerge, scol, tcol
+from deltamerge.merge.classic import single_unconditional_delete
+from deltamerge.merge.clauses import ActionType, ClauseKind
 from deltamerge.merge.context import MergeContext, observed_metrics, timed_ms
 from deltamerge.merge.output import (
     ACTION,
@@ -139,15 +148,32 @@ def _matched_side_bytes(ctx: MergeContext, candidates: Sequence[AddFile], texts:
     if rows is None:
         return None
     fields = ctx.rm.target_schema.fields
-    used = {int(i) for t in texts for i in re.findall(r"\b__t(\d+)\b", t)}
+    used = _read_columns(texts, "__t")
     return rows * (8 + 8 + sum(broadcast.width(fields[i].dataType) for i in used if i < len(fields)))
 
 
 def _texts(ctx: MergeContext) -> tuple[list[str], list[str]]:
-    """The output expressions of matched rows, and every SQL text that reads target columns."""
+    """The output expressions of matched rows (none when the merge only erases), and every SQL
+    text that reads target columns."""
     rm = ctx.rm
-    outputs = output_exprs(rm, has_target=True, copies=False, tracking=ctx.row_tracking)
+    erasing = erases_only(rm)
+    outputs = [] if erasing else output_exprs(rm, has_target=True, copies=False, tracking=ctx.row_tracking)
     return outputs, [to_sql(rm.condition), action_sql(rm, has_source=True, has_target=True), *outputs]
+
+
+def erases_only(rm: ResolvedMerge) -> bool:
+    """Whether the merge writes no rows: MATCHED ... DELETE clauses only (a GDPR erase)."""
+    matched = rm.of_kind(ClauseKind.MATCHED)
+    return (
+        bool(matched)
+        and len(matched) == len(rm.clauses)
+        and all(c.action is ActionType.DELETE for c in matched)
+    )
+
+
+def _read_columns(texts: Sequence[str], prefix: str) -> set[int]:
+    """The internal columns (``__t3``, ``__s0``) that ``texts`` read."""
+    return {int(i) for t in texts for i in re.findall(rf"\b{prefix}(\d+)\b", t)}
 
 
 def _broadcasting(ctx: MergeContext, candidates: Sequence[AddFile], texts: Sequence[str]) -> bool:
@@ -163,21 +189,32 @@ def _few_rows(ctx: MergeContext, candidates: Sequence[AddFile]) -> bool:
 
 
 def _matched_targets(
-    ctx: MergeContext, candidates: Sequence[AddFile], uris: list[str], *, semi: bool
+    ctx: MergeContext,
+    candidates: Sequence[AddFile],
+    uris: list[str],
+    *,
+    semi: bool,
+    pairs_with: DataFrame | None = None,
+    only: set[int] | None = None,
 ) -> DataFrame:
     """The candidates' rows some source row matches (every row without ``semi``), each with its
-    number (file and position)."""
+    number (file and position). With ``pairs_with`` (the source), the matched pairs instead: each
+    target row joined with every source row it matches, the source's columns beside its own.
+    ``only``: the target columns to keep (all without), so that the scan reads no others."""
     target = ctx.target(candidates, with_file=True, with_row_index=True)
     matched = target
-    if semi:
+    if pairs_with is not None:
+        matched = target.join(F.broadcast(pairs_with), on=ctx.condition(), how="inner")
+    elif semi:
         matched = target.join(F.broadcast(ctx.source), on=ctx.condition(), how="left_semi")
     # A long per row instead of the path; a path not in ``uris`` gets none.
     limits = [(1 << (_SHIFT - 1)) if f.num_records is None else f.num_records for f in candidates]
     values = {_BASE: ("BIGINT", number_bases(candidates)), _LIMIT: ("BIGINT", limits)}
     matched, exprs = file_values(matched, uris, values, inner=False)
     base, limit = exprs[_BASE], exprs[_LIMIT]
-    names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields))]
-    names += list(ROW_TRACKING_COLS) if ctx.row_tracking else []
+    names = [tcol(i) for i in range(len(ctx.rm.target_schema.fields)) if only is None or i in only]
+    names += list(ROW_TRACKING_COLS) if ctx.row_tracking and only is None else []
+    names += [quote_name(c) for c in pairs_with.columns] if pairs_with is not None else []
     # The number doubles as the "target present" marker, one column fewer to broadcast or shuffle.
     # It is never null on a matched row: -2 when the row's file has no base, or when its position
     # is not below the file's row count (statistics that disagree with the file; the number would
@@ -194,15 +231,28 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     uris = list(index.by_spark_path)
     index_order = [index.by_spark_path[u] for u in uris]
     source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
-    # Broadcast when even every candidate row matching would fit: the source then streams into
-    # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
     outputs, texts = _texts(ctx)
-    broadcasting = _broadcasting(ctx, candidates, texts)
-    whole = broadcasting and _few_rows(ctx, candidates)
-    matched = _matched_targets(ctx, index_order, uris, semi=not whole)
-    if broadcasting:
-        matched = F.broadcast(matched)
-    joined = source.join(matched, on=ctx.condition(), how="left")
+    erasing = erases_only(rm)
+    if not rm.of_kind(ClauseKind.NOT_MATCHED):
+        # Only matched rows can change anything (an UPDATE, a GDPR erase): the target streams past
+        # the broadcast source once, and no matched rows travel on to a second join. An erase
+        # writes nothing: only the columns its conditions read are read (the observation and the
+        # write would otherwise keep every column alive down to the scan).
+        only, pairs = None, source
+        if erasing:
+            only = _read_columns(texts, "__t")
+            kept = {scol(i) for i in _read_columns(texts, "__s")} | {SOURCE_PRESENT}
+            pairs = source.select(*[c for c in source.columns if c in kept])
+        joined = _matched_targets(ctx, index_order, uris, semi=False, pairs_with=pairs, only=only)
+    else:
+        # Broadcast when even every candidate row matching would fit: the source then streams into
+        # the write without a shuffle. Otherwise both sides shuffle (only matched target rows move).
+        broadcasting = _broadcasting(ctx, candidates, texts)
+        whole = broadcasting and _few_rows(ctx, candidates)
+        matched = _matched_targets(ctx, index_order, uris, semi=not whole)
+        if broadcasting:
+            matched = F.broadcast(matched)
+        joined = source.join(matched, on=ctx.condition(), how="left")
     joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
     # Every matched row's number plus its "changed" bit (negative for a row whose file had no base).
     tp = quote_name(TARGET_PRESENT)
@@ -220,7 +270,12 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
         job_phase(ctx.spark, "MERGE operation - writing modified rows"),
         static_plan(ctx),
     ):
-        adds = ctx.write(written_rows(out, rm))
+        if erasing:
+            # Nothing to write: the query runs for its observations (positions, clause counters).
+            out.write.format("noop").mode("overwrite").save()
+            adds: list[AddFile] = []
+        else:
+            adds = ctx.write(written_rows(out, rm))
         counts = get_counts(lambda: count_actions(out, rm))
         try:
             text = observed_text(positions)
@@ -228,7 +283,12 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
             raise Retry() from e
         if text is None:
             raise Retry()
-        changed = changed_positions(text, index_order)
+        # A lone unconditional DELETE may match a target row more than once (Delta allows it): the
+        # row is deleted once, and counted once.
+        repeats = erasing and single_unconditional_delete(ctx)
+        changed = changed_positions(text, index_order, repeats=repeats)
+        if repeats:
+            counts = {f"clause_{rm.clauses[0].index}": sum(len(v) for v in changed.values())}
     touched = [index_order[o] for o in changed]
     m.add_clause_counts(rm, counts)
     assert ctx.source_rows is not None
@@ -268,17 +328,18 @@ def static_plan(ctx: MergeContext) -> Iterator[None]:
         yield
 
 
-def changed_positions(text: str, files: Sequence[AddFile]) -> dict[int, list[int]]:
+def changed_positions(text: str, files: Sequence[AddFile], *, repeats: bool = False) -> dict[int, list[int]]:
     """Decode the observed numbers (``number_bases``): candidate index -> sorted positions of its
     changed rows.
 
-    Raises ``SourceNotUnique`` when a position is listed twice (a target row matched twice) and
+    Raises ``SourceNotUnique`` when a position is listed twice (a target row matched twice; with
+    ``repeats``, a lone unconditional DELETE's, the repeats are dropped instead) and
     ``Retry`` for a negative number (a row whose file has no base, or beyond its row count).
     """
     if not text:
         return {}
     values = np.fromstring(text, dtype=np.int64, sep=",")  # C parsing: ~10 ms for 400k numbers
-    return changed_positions_of(values, files)
+    return changed_positions_of(np.unique(values) if repeats else values, files)
 
 
 def changed_positions_of(values: np.ndarray, files: Sequence[AddFile]) -> dict[int, list[int]]:
