@@ -98,6 +98,10 @@ def source_frame(spark: SparkSession, kind: str, scale: Scale) -> DataFrame:
         ids = _source_ids(spark, scale.source_rows, scale.source_rows // 2, n)
     elif kind == "replace":
         ids = _source_ids(spark, scale.source_rows, int(scale.source_rows * 0.9), n)
+    elif kind == "erase":
+        # Existing keys only, spread over every file; a key list, nothing else.
+        ids = _source_ids(spark, scale.one_file_rows, scale.one_file_rows, n)
+        return ids.select(F.col("sid").cast("bigint").alias("id"))
     elif kind == "dv_1pct":
         ids = _source_ids(spark, n // 100, n // 100, n)
     elif kind == "partitioned":
@@ -163,7 +167,7 @@ def prepare(spark: SparkSession, root: str, scale: Scale, needed: set[str] | Non
                 dv=dv,
             )
             paths[name] = path
-    for kind in ("upsert_spread", "upsert_one_file", "insert_only", "replace", "partitioned", "dv_1pct", "cdc"):
+    for kind in ("upsert_spread", "upsert_one_file", "insert_only", "replace", "partitioned", "dv_1pct", "cdc", "erase"):
         path = os.path.join(base, f"source_{kind}")
         if needed is not None and f"source_{kind}" not in needed:
             continue

@@ -62,6 +62,9 @@ class Scenario:
         """The join type deltamerge's rewriting job uses (delta_merge_spec.md §1.5 step 7)."""
         if self.clauses == "insert":
             return "left_anti"
+        if self.clauses == "erase":
+            # copy-on-write: the rows kept; DV mode: the erased rows' positions (nothing rewritten).
+            return "left_semi" if self.dv else "left_anti"
         if self.dv:
             return "left" if self.clauses in ("upsert", "cdc") else "full"
         return "full"
@@ -77,6 +80,8 @@ BASE = [
     Scenario("partitioned", "partitioned target, partition predicate in ON", "partitioned", "upsert", PART_COND, partitioned=True),
     # The general path: clauses that an op column picks, so no shortcut for "UPDATE SET * / INSERT *".
     Scenario("cdc", "CDC: delete / update / insert by an op column (10% deletes)", "cdc", "cdc", "t.id = s.id"),
+    # A GDPR erase: WHEN MATCHED THEN DELETE by a list of keys (the source holds only the key).
+    Scenario("erase", "GDPR erase: delete by a key list spread over all files", "erase", "erase", "t.id = s.id"),
 ]
 
 CDC_DELETE = "s.op = 'D'"
@@ -101,6 +106,8 @@ def _builder(spark: SparkSession, table: str, source: str, sc: Scenario):  # typ
 
     src = deltamerge.read(spark, source).alias("s")
     m = DeltaTable.forPath(spark, table).alias("t").merge(src, sc.condition)
+    if sc.clauses == "erase":
+        return m.whenMatchedDelete()
     if sc.clauses == "cdc":
         values = {c: f"s.{c}" for c in sc.columns}
         return m.whenMatchedDelete(CDC_DELETE).whenMatchedUpdate(set=values).whenNotMatchedInsert(CDC_INSERT, values)
@@ -182,6 +189,8 @@ def run_delta_rs(table: str, source: str, sc: Scenario) -> dict:
 
     src = DeltaTable(source).to_pyarrow_table()
     m = DeltaTable(table).merge(src, sc.condition, source_alias="s", target_alias="t")
+    if sc.clauses == "erase":
+        return m.when_matched_delete().execute()
     if sc.clauses == "cdc":
         values = {c: f"s.{c}" for c in sc.columns}
         m = m.when_matched_delete(CDC_DELETE).when_matched_update(values).when_not_matched_insert(values, CDC_INSERT)
@@ -240,6 +249,13 @@ def run_floor(spark: SparkSession, table: str, files: list[str], source: str, sc
     if sc.clauses == "insert":
         t = _read_target(spark, table, files).select("id")
         result = s.alias("s").join(t.alias("t"), F.expr(sc.condition), "left_anti").select(*cols)
+    elif sc.clauses == "erase":
+        t = _read_target(spark, table, files)
+        if sc.dv:  # the erased rows' file and position: what a deletion vector records
+            t = t.select("id", F.col("_metadata.file_path").alias("f"), F.col("_metadata.row_index").alias("r"))
+            result = t.alias("t").join(s.alias("s"), F.expr(sc.condition), sc.floor_join).select("f", "r")
+        else:  # the touched files' rows that stay
+            result = t.alias("t").join(s.alias("s"), F.expr(sc.condition), sc.floor_join).select(*cols)
     else:
         t = _read_target(spark, table, files).withColumn("__tp", F.lit(True))
         joined = s.alias("s").join(t.alias("t"), F.expr(sc.condition), sc.floor_join)
