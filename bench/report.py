@@ -506,7 +506,10 @@ def write_report(report: dict, path: str) -> None:
       "SOURCE), one join of the type deltamerge's rewriting job uses (full outer for copy-on-write; left outer / "
       "full outer for DV mode; left anti for insert-only) on the same ON condition, the same per-row projection, "
       "written as Parquet with the same output-file policy. No log, no stats, no deletion vectors, no search for "
-      "touched files.")
+      "touched files. The GDPR erase's floor: the touched files left-anti-joined with the key list and written "
+      "(copy-on-write); in DV mode the erased rows' file and position (a left semi join of the key column, "
+      "`_metadata.file_path` and `_metadata.row_index` with the key list), written as Parquet: what a deletion "
+      "vector records, with no deletion vector built.")
     w("")
     text = "\n".join(out) + "\n"
     kept = _kept_sections(path)

@@ -140,3 +140,34 @@ def test_erase_with_change_data_runs_job_two(spark, tmp_path, monkeypatch):
     assert len(job2) == 1
     deleted = deltamerge.read_changes(spark, path, 1, 1).where("_change_type = 'delete'").count()
     assert deleted == res[2] > 0
+
+
+@pytest.mark.parametrize("inserting", [False, True], ids=["erase", "upsert"])
+def test_copy_on_write_single_pass_observes_its_rows_once(spark, tmp_path, monkeypatch, inserting):
+    """Copy-on-write's single pass counts the clauses in the observation of the touched files: one
+    observation over the candidates' rows (each is a step of its own between generated stages),
+    plus one over the unmatched source rows when NOT MATCHED clauses insert them."""
+    from deltamerge.merge import broadcast, single_pass
+
+    plans: list[str] = []
+    real = broadcast.write_output
+
+    def spy(ctx, out, phase):  # type: ignore[no-untyped-def]
+        plans.append(out._jdf.queryExecution().optimizedPlan().toString())
+        return real(ctx, out, phase)
+
+    monkeypatch.setattr(single_pass.broadcast, "write_output", spy)
+    outcomes = _spy_broadcast(monkeypatch)
+    clauses = [("whenMatchedDelete", "t.v < 4")]
+    if inserting:
+        clauses = [("whenMatchedUpdate", "t.v < 4", {"v": "s.v"}), ("whenNotMatchedInsertAll",)]
+    results = []
+    for variant in ("single-pass", "delta-shaped"):
+        path = str(tmp_path / variant)
+        _table(spark, path)
+        with _settings(spark, VARIANTS[variant]):
+            results.append((_run(spark, path, _source(spark), "t.id = s.id", clauses), *_state(spark, path)))
+    assert outcomes == ["single"]
+    assert len(plans) == 1 and plans[0].count("CollectMetrics") == (2 if inserting else 1)
+    assert results[0] == results[1]
+    assert int(results[0][3]["numTargetRowsCopied"]) > 0

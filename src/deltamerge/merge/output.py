@@ -226,6 +226,11 @@ def removed_codes(rm: ResolvedMerge) -> list[int]:
     return [c.index for c in rm.clauses if c.action is ActionType.DELETE] + [DROP]
 
 
+def counter_names(rm: ResolvedMerge) -> list[str]:
+    """The names of the ``counter_columns`` (per clause, then copied rows)."""
+    return [f"clause_{c.index}" for c in rm.clauses] + ["copied"]
+
+
 def counter_columns(rm: ResolvedMerge) -> list[Column]:
     """Aggregates for ``observe``: rows per clause plus copied rows."""
     # count(CASE ...), not count_if: Spark rewrites count_if's test into a common subexpression

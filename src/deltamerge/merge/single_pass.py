@@ -49,6 +49,7 @@ from deltamerge.merge.output import (
     changes_target_row_sql,
     count_actions,
     counter_columns,
+    counter_names,
     output_exprs,
     target_side_rows,
     touch_sql,
@@ -136,7 +137,10 @@ _TAG_SHIFT = 42  # positions below 2^41 (times 2 plus the "changed" bit)
 def _facts(
     ctx: MergeContext, joined: DataFrame, dv: bool, uris: Sequence[str]
 ) -> tuple[DataFrame, Observation, Observation | None]:
-    """Observe the touched files and (DV mode) every matched row's ``position * 2 + changed``.
+    """Observe the touched files and (DV mode) every matched row's ``position * 2 + changed``;
+    in copy-on-write mode the clause counters of the candidates' rows too: every observation is a
+    step of its own in the write's pipeline, between two code-generated stages (a second one over
+    the 5M rows of a 100-file rewrite cost ~0.2 s of 2.7 s).
 
     With few candidates each position carries its file's ordinal in ``uris`` in the high bits,
     and the numbers travel as one comma-separated text (a second observation; reading it is
@@ -161,6 +165,8 @@ def _facts(
         else:
             matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
             aggs.append(array_metric(spark, f"collect_list({matched})", "positions"))
+    else:
+        aggs += counter_columns(rm)
     obs = Observation(f"singlePass_{time.monotonic_ns()}_{threading.get_ident()}")
     return joined.observe(obs, *aggs), obs, text
 
@@ -181,7 +187,10 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     if dv:  # only the rows a clause changes: the rest stays behind the new deletion vectors
         joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
     outs = output_exprs(rm, has_target=True, copies=not dv, tracking=ctx.row_tracking)
-    parts = [joined.selectExpr(*outs, quote_name(ACTION))]
+    out = joined.selectExpr(*outs, quote_name(ACTION))
+    if dv:  # the changed rows' counters (copy-on-write counts the candidates' rows in ``facts``)
+        out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
+    inserted = None
     if rm.of_kind(ClauseKind.NOT_MATCHED):
         # A source row matches no candidate row exactly when the ON condition holds for none.
         on_columns = target.select(*[tcol(i) for i in ctx.condition_target_columns()])
@@ -190,9 +199,9 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
             "*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}"
         )
         outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
-        parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
-    out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
+        inserted = unmatched.selectExpr(*outs, quote_name(ACTION))
+        inserted, get_inserted = observed_metrics(inserted, counter_columns(rm), "mergeInserts")
+        out = out.unionByName(inserted)
 
     phase = (
         "MERGE operation - writing modified rows"
@@ -201,7 +210,6 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     )
     with broadcast.undone_on_error(ctx):
         adds = broadcast.write_output(ctx, out, phase)
-        counts = get_counts(lambda: count_actions(out, rm))
         try:
             seen = observed_values(facts)
             if tagged is not None:
@@ -210,6 +218,13 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
             raise _Retry() from e
         if not seen:
             raise _Retry()
+        if dv:
+            counts = get_counts(lambda: count_actions(out, rm))
+        else:
+            counts = {k: int(seen.get(k) or 0) for k in counter_names(rm)}
+        if inserted is not None:
+            more = get_inserted(lambda: count_actions(inserted, rm))
+            counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counter_names(rm)}
         touched_uris = set(seen.get("touched") or [])
         modified: dict[str, list[int]] | None = None
         if dv:
