@@ -84,6 +84,32 @@ def test_erase_same_as_the_path_with_job_two(spark, tmp_path, monkeypatch, claus
     assert int(results[0][3]["numTargetDeletionVectorsUpdated"]) > 0
 
 
+@pytest.mark.parametrize("layout", ["partitioned", "column_mapping"])
+def test_erase_on_partitioned_and_column_mapped_tables(spark, tmp_path, monkeypatch, layout):
+    """A partitioned table (the clause condition reads the partition column) and a column-mapped one
+    (physical names differ from the logical ones): the one job's erase against Delta's two jobs."""
+    outcomes = _spy_broadcast(monkeypatch)
+    clauses = [("whenMatchedDelete", "t.v < 3"), ("whenMatchedDelete", "s.v = 2")]
+    results = []
+    for name, conf in (("one-job", {}), ("two-jobs", {**VARIANTS["delta-shaped"], FAIL_IF_CHANGED: "true"})):
+        path = str(tmp_path / name)
+        if layout == "partitioned":
+            _table(spark, path, dv=True, partition_by=["v"])
+        else:
+            df = spark.range(0, 1000, numPartitions=10).selectExpr(
+                "id", "cast(id % 7 as int) AS v", "id * 2 AS w"
+            )
+            properties = {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name"}
+            deltamerge.write(df, path, configuration=properties)
+        outcomes.clear()
+        with _settings(spark, conf):
+            res = _run(spark, path, _source(spark).drop("d"), "t.id = s.id", clauses)
+        assert outcomes == (["one-job"] if name == "one-job" else []), name
+        results.append((res, *_state(spark, path)))
+    assert results[0] == results[1]
+    assert results[0][0][2] > 0
+
+
 def test_erase_reads_only_the_columns_its_conditions_name(spark, tmp_path, monkeypatch):
     """The one job's target side keeps the ON condition's and the clause conditions' columns only
     (``d`` is never read) and the source side likewise (the observation and the write would
