@@ -156,7 +156,7 @@ def _texts(ctx: MergeContext) -> tuple[list[str], list[str]]:
     """The output expressions of matched rows (none when the merge only erases), and every SQL
     text that reads target columns."""
     rm = ctx.rm
-    erasing = erases_only(rm)
+    erasing = _erasing(ctx)
     outputs = [] if erasing else output_exprs(rm, has_target=True, copies=False, tracking=ctx.row_tracking)
     return outputs, [to_sql(rm.condition), action_sql(rm, has_source=True, has_target=True), *outputs]
 
@@ -169,6 +169,13 @@ def erases_only(rm: ResolvedMerge) -> bool:
         and len(matched) == len(rm.clauses)
         and all(c.action is ActionType.DELETE for c in matched)
     )
+
+
+def _erasing(ctx: MergeContext) -> bool:
+    """Whether the one job runs an erase into the ``noop`` sink: classic sessions only (on Spark
+    4.0's Connect server a ``noop`` write returns no observed metrics; the erase writes its empty
+    Parquet output there, as other merges)."""
+    return erases_only(ctx.rm) and not is_connect(ctx.spark)
 
 
 def _read_columns(texts: Sequence[str], prefix: str) -> set[int]:
@@ -232,7 +239,7 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile]) -> Written:
     index_order = [index.by_spark_path[u] for u in uris]
     source = ctx.source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
     outputs, texts = _texts(ctx)
-    erasing = erases_only(rm)
+    erasing = _erasing(ctx)
     if not rm.of_kind(ClauseKind.NOT_MATCHED):
         # Only matched rows can change anything (an UPDATE, a GDPR erase): the target streams past
         # the broadcast source once, and no matched rows travel on to a second join. An erase

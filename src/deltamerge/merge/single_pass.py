@@ -135,12 +135,12 @@ _TAG_SHIFT = 42  # positions below 2^41 (times 2 plus the "changed" bit)
 
 
 def _facts(
-    ctx: MergeContext, joined: DataFrame, dv: bool, uris: Sequence[str]
+    ctx: MergeContext, joined: DataFrame, dv: bool, uris: Sequence[str], *, counters: bool
 ) -> tuple[DataFrame, Observation, Observation | None]:
     """Observe the touched files and (DV mode) every matched row's ``position * 2 + changed``;
-    in copy-on-write mode the clause counters of the candidates' rows too: every observation is a
-    step of its own in the write's pipeline, between two code-generated stages (a second one over
-    the 5M rows of a 100-file rewrite cost ~0.2 s of 2.7 s).
+    with ``counters`` the clause counters too: every observation is a step of its own in the
+    write's pipeline, between two code-generated stages (a second one over the 5M rows of a
+    100-file rewrite cost ~0.2 s of 2.7 s).
 
     With few candidates each position carries its file's ordinal in ``uris`` in the high bits,
     and the numbers travel as one comma-separated text (a second observation; reading it is
@@ -165,7 +165,7 @@ def _facts(
         else:
             matched = f"CASE WHEN {sp} IS NOT NULL THEN named_struct('f', {FILE_COL}, 'p', {position}) END"
             aggs.append(array_metric(spark, f"collect_list({matched})", "positions"))
-    else:
+    if counters:
         aggs += counter_columns(rm)
     obs = Observation(f"singlePass_{time.monotonic_ns()}_{threading.get_ident()}")
     return joined.observe(obs, *aggs), obs, text
@@ -183,14 +183,14 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     joined = joined.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=True)} AS {ACTION}")
     index = file_index(ctx.table_root, candidates)
     uris = list(index.by_spark_path)
-    joined, facts, tagged = _facts(ctx, joined, dv, uris)
+    # Copy-on-write with no row to insert: the candidates' rows are all the rows, and their
+    # counters ride in ``facts`` (one observation fewer over every row).
+    counted = not dv and not rm.of_kind(ClauseKind.NOT_MATCHED)
+    joined, facts, tagged = _facts(ctx, joined, dv, uris, counters=counted)
     if dv:  # only the rows a clause changes: the rest stays behind the new deletion vectors
         joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
     outs = output_exprs(rm, has_target=True, copies=not dv, tracking=ctx.row_tracking)
-    out = joined.selectExpr(*outs, quote_name(ACTION))
-    if dv:  # the changed rows' counters (copy-on-write counts the candidates' rows in ``facts``)
-        out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
-    inserted = None
+    parts = [joined.selectExpr(*outs, quote_name(ACTION))]
     if rm.of_kind(ClauseKind.NOT_MATCHED):
         # A source row matches no candidate row exactly when the ON condition holds for none.
         on_columns = target.select(*[tcol(i) for i in ctx.condition_target_columns()])
@@ -199,9 +199,10 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
             "*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}"
         )
         outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
-        inserted = unmatched.selectExpr(*outs, quote_name(ACTION))
-        inserted, get_inserted = observed_metrics(inserted, counter_columns(rm), "mergeInserts")
-        out = out.unionByName(inserted)
+        parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
+    out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    if not counted:
+        out, get_counts = observed_metrics(out, counter_columns(rm), "mergeCounts")
 
     phase = (
         "MERGE operation - writing modified rows"
@@ -210,21 +211,23 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     )
     with broadcast.undone_on_error(ctx):
         adds = broadcast.write_output(ctx, out, phase)
+        # The counters first: when their observation is missing, counting runs the query again,
+        # which delivers the other observations too (Spark 4.0's Connect server sends none for a
+        # write).
+        counts = None if counted else get_counts(lambda: count_actions(out, rm))
         try:
             seen = observed_values(facts)
             if tagged is not None:
-                seen["tagged"] = observed_text(tagged) or ""
+                text = observed_text(tagged)
+                if text is None:  # not delivered (an empty list is an empty text)
+                    raise _Retry()
+                seen["tagged"] = text
         except Exception as e:  # Spark dropped the observation: no facts, no commit from here
             raise _Retry() from e
         if not seen:
             raise _Retry()
-        if dv:
-            counts = get_counts(lambda: count_actions(out, rm))
-        else:
+        if counts is None:
             counts = {k: int(seen.get(k) or 0) for k in counter_names(rm)}
-        if inserted is not None:
-            more = get_inserted(lambda: count_actions(inserted, rm))
-            counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counter_names(rm)}
         touched_uris = set(seen.get("touched") or [])
         modified: dict[str, list[int]] | None = None
         if dv:
