@@ -55,7 +55,14 @@ from deltamerge.merge.output import (
     touch_sql,
 )
 from deltamerge.spark.scan import FILE_COL, ROW_INDEX_COL, FileIndex, file_index
-from deltamerge.spark.session import array_metric, listed_metric, observed_text, observed_values, setting
+from deltamerge.spark.session import (
+    array_metric,
+    is_connect,
+    listed_metric,
+    observed_text,
+    observed_values,
+    setting,
+)
 from deltamerge.spark.types import quote_name, sql_string
 
 
@@ -184,8 +191,9 @@ def _write(ctx: MergeContext, candidates: Sequence[AddFile], dv: bool) -> Writte
     index = file_index(ctx.table_root, candidates)
     uris = list(index.by_spark_path)
     # Copy-on-write with no row to insert: the candidates' rows are all the rows, and their
-    # counters ride in ``facts`` (one observation fewer over every row).
-    counted = not dv and not rm.of_kind(ClauseKind.NOT_MATCHED)
+    # counters ride in ``facts`` (one observation fewer over every row). Not on Connect, where the
+    # counters' fallback query is what delivers a write's observations (Spark 4.0's server).
+    counted = not dv and not rm.of_kind(ClauseKind.NOT_MATCHED) and not is_connect(ctx.spark)
     joined, facts, tagged = _facts(ctx, joined, dv, uris, counters=counted)
     if dv:  # only the rows a clause changes: the rest stays behind the new deletion vectors
         joined = joined.where(f"{quote_name(ACTION)} NOT IN ({COPY}, {DROP})")
