@@ -333,12 +333,39 @@ def test_dv_merge_variants(connect_spark, tmp_path, variant):
     updated = {k for k in ids if k < 400} - deleted
     inserted = {k for k in ids if k >= 400}
     assert tuple(result.collect()[0]) == (40, len(updated), len(deleted), len(inserted))
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+    assert metrics["numSourceRows"] == "40"
     snap = snapshot_for(path)
     masked = sum(f.deletion_vector.cardinality for f in snap.files if f.deletion_vector)
     assert masked == len(updated | deleted)
     by_id = dict(_rows(DeltaTable.forPath(spark, path).toDF()))
     assert set(by_id) == (set(range(400)) - deleted) | inserted
     assert all(by_id[k] == -ids.index(k) for k in updated | inserted)
+
+
+def test_dv_two_job_upsert(connect_spark, tmp_path):
+    """DV mode's two jobs with NOT MATCHED clauses: job 2 unions two plans built on job 1's rows,
+    which PySpark 4.0's Connect client rejected while job 1's rows carried the source's row
+    observation (``dict() got multiple values``); the source rows are counted in job 2 instead."""
+    spark = connect_spark
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.range(0, 60, 1, 3).selectExpr("id", "cast(id % 5 as int) as v"), path,
+                     configuration={"delta.enableDeletionVectors": "true"})
+    src = spark.range(0, 20).selectExpr("id * 7 as id", "cast(-id as int) as v")
+    for key, value in VARIANTS["two-job"].items():
+        spark.conf.set(key, value)
+    try:
+        result = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+                  .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    finally:
+        for key in VARIANTS["two-job"]:
+            spark.conf.unset(key)
+    assert tuple(result.collect()[0]) == (20, 9, 0, 11)
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+    assert (metrics["numSourceRows"], metrics["numTargetRowsUpdated"]) == ("20", "9")
+    assert sorted(_rows(DeltaTable.forPath(spark, path).toDF().where("v < 0"))) == [
+        (i * 7, -i) for i in range(1, 20)
+    ]
 
 
 def test_format_delta_reads_and_writes(connect_spark, tmp_path):

@@ -177,7 +177,9 @@ def find_matches(
     # DV mode without an up-front uniqueness check: every matched row position goes to the driver
     # (with a bit for "changed") and must appear once.
     verify = deletion_vectors and ctx.source_unique is None
-    source, source_rows = observed_count(ctx.source, "numSourceRows")
+    source, source_rows = ctx.source, None
+    if not _counted_elsewhere(ctx, deletion_vectors=deletion_vectors):
+        source, source_rows = observed_count(ctx.source, "numSourceRows")
     source = source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
     target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).selectExpr(
         "*", f"true AS {TARGET_PRESENT}"
@@ -231,7 +233,10 @@ def find_matches(
         matched.unpersist()
         ctx.metrics.scanTimeMs += timed_ms(start)
         raise
-    ctx.metrics.numSourceRows = source_rows()
+    if ctx.source_rows is not None:
+        ctx.metrics.numSourceRows = ctx.source_rows
+    elif source_rows is not None:
+        ctx.metrics.numSourceRows = source_rows()
     index = file_index(ctx.table_root, candidates)
     touched = [index.lookup(r[FILE_COL]) for r in rows if int(r["touched"] or 0) > 0]
     modified_rows: dict[str, Positions] | None = None
@@ -243,6 +248,16 @@ def find_matches(
         }
     ctx.metrics.scanTimeMs += timed_ms(start)
     return touched, modified_rows, matched
+
+
+def _counted_elsewhere(ctx: MergeContext, *, deletion_vectors: bool) -> bool:
+    """Whether job 1 leaves the source rows uncounted: known already (the source-key summary), or
+    counted by job 2, in a DV merge with NOT MATCHED clauses. That job reads every source row (the
+    anti join) and unions two plans built on job 1's rows; PySpark 4.0's Connect client fails on a
+    plan holding one observation twice (``dict() got multiple values``)."""
+    if ctx.source_rows is not None:
+        return True
+    return deletion_vectors and bool(ctx.rm.of_kind(ClauseKind.NOT_MATCHED))
 
 
 def try_find_matches(
@@ -259,7 +274,7 @@ def try_find_matches(
         return None
 
 
-def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
+def _unmatched_source(ctx: MergeContext, matched: DataFrame, source: DataFrame | None = None) -> DataFrame:
     """Source rows no target row matched (the NOT MATCHED candidates), with their action code.
 
     Every target row a source row matches is among the matched rows, so the ON condition against
@@ -276,7 +291,8 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame) -> DataFrame:
         *[f"nanvl({c}, {c}) AS {c}" if c in opaque else c for c in map(tcol, ctx.condition_target_columns())]
     )
     # The matched rows are at most the source's rows, which fit the broadcast limit.
-    unmatched = ctx.source.join(F.broadcast(matched_targets), on=ctx.condition(), how="left_anti")
+    source = ctx.source if source is None else source
+    unmatched = source.join(F.broadcast(matched_targets), on=ctx.condition(), how="left_anti")
     return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
 
 
@@ -373,8 +389,12 @@ def write_changes(
         )
         outs = output_exprs(rm, has_target=True, tracking=ctx.row_tracking)
         parts.append(rewritten.selectExpr(*outs, quote_name(ACTION)))
+    source_rows: Callable[[], int] | None = None
     if inserting:
-        unmatched = _unmatched_source(ctx, matched)
+        source = None
+        if ctx.source_rows is None and deletion_vectors:  # ``_counted_elsewhere``
+            source, source_rows = observed_count(ctx.source, "numSourceRows")
+        unmatched = _unmatched_source(ctx, matched, source)
         outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
         parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
     out = parts[0]
@@ -390,6 +410,8 @@ def write_changes(
         with undone_on_error(ctx):
             adds = write_output(ctx, out, phase)
             counts = get_counts(lambda: count_actions(out, rm))
+            if source_rows is not None:
+                m.numSourceRows = source_rows()
             if verify and target_side_rows(rm, counts) > target_rows():
                 m.rewriteTimeMs += timed_ms(start)
                 raise SourceNotUnique()
