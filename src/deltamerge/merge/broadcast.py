@@ -274,7 +274,7 @@ def try_find_matches(
         return None
 
 
-def _unmatched_source(ctx: MergeContext, matched: DataFrame, source: DataFrame | None = None) -> DataFrame:
+def _unmatched_source(ctx: MergeContext, matched: DataFrame, source: DataFrame) -> DataFrame:
     """Source rows no target row matched (the NOT MATCHED candidates), with their action code.
 
     Every target row a source row matches is among the matched rows, so the ON condition against
@@ -291,7 +291,6 @@ def _unmatched_source(ctx: MergeContext, matched: DataFrame, source: DataFrame |
         *[f"nanvl({c}, {c}) AS {c}" if c in opaque else c for c in map(tcol, ctx.condition_target_columns())]
     )
     # The matched rows are at most the source's rows, which fit the broadcast limit.
-    source = ctx.source if source is None else source
     unmatched = source.join(F.broadcast(matched_targets), on=ctx.condition(), how="left_anti")
     return unmatched.selectExpr("*", f"{action_sql(rm, has_source=True, has_target=False)} AS {ACTION}")
 
@@ -391,10 +390,10 @@ def write_changes(
         parts.append(rewritten.selectExpr(*outs, quote_name(ACTION)))
     source_rows: Callable[[], int] | None = None
     if inserting:
-        source = None
+        read = ctx.source
         if ctx.source_rows is None and deletion_vectors:  # ``_counted_elsewhere``
-            source, source_rows = observed_count(ctx.source, "numSourceRows")
-        unmatched = _unmatched_source(ctx, matched, source)
+            read, source_rows = observed_count(read, "numSourceRows")
+        unmatched = _unmatched_source(ctx, matched, read)
         outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)
         parts.append(unmatched.selectExpr(*outs, quote_name(ACTION)))
     out = parts[0]
