@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from deltamerge.errors import ParseError
 from deltamerge.identifiers import unquote
 from deltamerge.log.paths import split_time_travel
+from deltamerge.spark.types import quote_name
 from deltamerge.sql_params import sql_matches
 
 __all__ = ["escape_braces", "has_delta_tables", "sql_with_delta_tables"]
@@ -35,6 +36,62 @@ _REFERENCE = re.compile(
 )
 
 
+# ``default.t.`` / ``spark_catalog.default.t.`` heading a column reference (``default.t.id``):
+# Spark resolves it against a catalog table's columns, never against a temp view's.
+_COLUMN_HEAD = re.compile(
+    r"(?<![\w.`])(?:spark_catalog\s*\.\s*)?default\s*\.\s*(?P<name>`(?:[^`]|``)+`|\w+\b)(?=\s*\.\s*[\w`*])",
+    re.IGNORECASE,
+)
+# A relation's position (a replaced reference there gets its name back as an alias) and the
+# keywords that may follow a relation without being its alias.
+_RELATION_BEFORE = re.compile(r"(?:\bFROM|\bJOIN|,)\s*$", re.IGNORECASE)
+_AFTER = re.compile(r"\s*(?P<word>`|[A-Za-z_]\w*)?")
+# fmt: off
+_NOT_ALIASES = frozenset((
+    "anti", "cluster", "cross", "distribute", "except", "for", "full", "group", "having", "inner",
+    "intersect", "join", "lateral", "left", "limit", "minus", "natural", "offset", "on", "order",
+    "pivot", "qualify", "right", "select", "semi", "set", "sort", "tablesample", "union", "unpivot",
+    "using", "values", "when", "where", "window", "with",
+))
+# fmt: on
+
+
+def _registered_heads(text: str) -> Iterator[tuple[re.Match[str], str]]:
+    from deltamerge import catalog
+
+    for m in sql_matches(_COLUMN_HEAD, text):
+        if catalog.path_for_name(m.group("name")) is not None:
+            yield m, unquote(m.group("name"))
+
+
+def _without_catalog_heads(text: str) -> str:
+    """``text`` with each registered name's ``default.t.`` column head written as ``t.`` (the
+    alias its relation gets here)."""
+    out: list[str] = []
+    pos = 0
+    for m, name in _registered_heads(text):
+        out.append(text[pos : m.start()] + quote_name(name))
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _alias(text: str, m: re.Match[str]) -> str:
+    """`` AS <name>`` for a registered name read as a DataFrame in a relation's position without an
+    alias of its own: its columns stay qualified by the table's name (``SELECT t.id FROM
+    default.t``), as Spark qualifies a catalog table's."""
+    name = m.group("name") or m.group("plain")
+    if name is None or not _RELATION_BEFORE.search(text[: m.start()]):
+        return ""
+    word = _AFTER.match(text, m.end())
+    follower = word.group("word") if word else None
+    if follower is not None and (follower == "`" or follower.lower() not in _NOT_ALIASES):
+        return ""  # an alias (``AS`` included) follows
+    if follower is not None and follower.lower() in ("tablesample", "with"):
+        return ""  # Spark's grammar puts the alias after the sample or options clause
+    return " AS " + quote_name(unquote(name))
+
+
 def _references(text: str) -> Iterator[tuple[re.Match[str], str]]:
     # A reference starts with ``delta`` or ``spark_catalog`` / ``default``, in the SQL; a name
     # counts when it is registered.
@@ -50,7 +107,7 @@ def _references(text: str) -> Iterator[tuple[re.Match[str], str]]:
 def has_delta_tables(text: str) -> bool:
     """Whether ``text`` names a table as ``delta.`<path>``` or a registered name as
     ``default.<name>``."""
-    return next(_references(text), None) is not None
+    return next(_references(text), None) is not None or next(_registered_heads(text), None) is not None
 
 
 def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
@@ -61,6 +118,7 @@ def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
     they travel inside the plan, which is analysed later."""
     from deltamerge.io import read
 
+    text = _without_catalog_heads(text)
     frames: dict[str, Any] = {}
     out: list[str] = []
     pos = 0
@@ -83,10 +141,10 @@ def sql_with_delta_tables(spark: SparkSession, text: str) -> DataFrame:
             path, version, timestamp = split_time_travel(path)
         name = f"dm_delta_{len(frames)}"
         frames[name] = read(spark, path, version=version, timestamp=timestamp)
-        out.append(escape_braces(text[pos : m.start()]) + "{" + name + "}")
+        out.append(escape_braces(text[pos : m.start()]) + "{" + name + "}" + _alias(text, m))
         pos = m.end()
     if not frames:
-        return spark.sql(text)
+        return spark.sql(text)  # only column heads were rewritten
     out.append(escape_braces(text[pos:]))
     return spark.sql("".join(out), **frames)
 

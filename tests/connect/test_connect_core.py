@@ -199,6 +199,9 @@ def test_sql_merge_by_name_and_by_path(connect_spark, path):
         )
         assert tuple(result.collect()[0]) == (2, 1, 0, 1)
         assert spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0] == 4  # the view follows commits
+        # The name qualifies the columns of ``default.<name>`` (a DataFrame argument there).
+        query = f"SELECT {name}.id FROM default.{name} WHERE default.{name}.id > 3"
+        assert deltamerge.sql(spark, query).collect()[0][0] == 4
         delete_one = (
             f"MERGE INTO delta.`{path}` t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE"
         )

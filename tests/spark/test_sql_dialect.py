@@ -631,6 +631,57 @@ def test_registered_names_with_the_session_catalog_and_time_travel(spark, tmp_pa
         deltamerge.unregister_table(spark, "tt_src")
 
 
+def test_registered_names_qualify_their_columns_as_catalog_tables(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``SELECT t.id FROM default.t`` and ``SELECT default.t.id FROM t``: Spark qualifies a catalog
+    table's columns by its name and by its full name; a registered name read as a DataFrame kept
+    neither (UNRESOLVED_COLUMN against ``_pyspark_...``). An alias of the user's own, a sample
+    clause and a subquery's outer alias are left as they were."""
+    path = str(tmp_path / "t")
+    deltamerge.write(spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING"), path)
+    deltamerge.write(spark.createDataFrame([(3, "c")], "id INT, v STRING"), path, mode="append")
+    deltamerge.register_table(spark, "qc_t", path)
+    spark.createDataFrame([(1, "x"), (3, "y")], "id INT, w STRING").createOrReplaceTempView("qc_o")
+    try:
+
+        def rows(query: str):  # type: ignore[no-untyped-def]
+            return sorted(tuple(r) for r in deltamerge.sql(spark, query).collect())
+
+        assert rows("SELECT qc_t.id FROM default.qc_t WHERE qc_t.id > 1") == [(2,), (3,)]
+        assert rows("SELECT default.qc_t.id FROM default.qc_t") == [(1,), (2,), (3,)]
+        assert rows("SELECT spark_catalog.default.qc_t.id FROM spark_catalog.default.qc_t") == [
+            (1,), (2,), (3,)
+        ]
+        assert rows("SELECT default.qc_t.* FROM qc_t WHERE qc_t.id = 1") == [(1, "a")]
+        assert rows("SELECT qc_t.id FROM default.qc_t VERSION AS OF 0") == [(1,), (2,)]
+        assert rows("SELECT qc_t.v FROM qc_t VERSION AS OF 0 WHERE qc_t.id = 2") == [("b",)]
+        assert rows(
+            "SELECT qc_t.id, qc_o.w FROM qc_o, default.qc_t WHERE qc_o.id = qc_t.id"
+        ) == [(1, "x"), (3, "y")]
+        assert rows(
+            "SELECT qc_t.v, o.w FROM default.qc_t JOIN qc_o o ON qc_t.id = o.id"
+        ) == [("a", "x"), ("c", "y")]
+        assert rows("SELECT t.id FROM default.qc_t AS t WHERE t.id = 2") == [(2,)]
+        assert rows("SELECT x.id FROM (SELECT * FROM default.qc_t) x WHERE x.id < 2") == [(1,)]
+        assert rows("SELECT count(*) FROM default.qc_t TABLESAMPLE (100 PERCENT)") == [(3,)]
+        assert rows("SELECT 'default.qc_t.id' FROM default.qc_t LIMIT 1") == [("default.qc_t.id",)]
+        with pytest.raises(Exception, match="UNRESOLVED_COLUMN"):  # an alias hides the name, as in Spark
+            deltamerge.sql(spark, "SELECT default.qc_t.id FROM default.qc_t t").collect()
+        target = str(tmp_path / "target")
+        deltamerge.write(spark.createDataFrame([(1, "-")], "id INT, v STRING"), target)
+        assert tuple(
+            deltamerge.sql(
+                spark,
+                f"MERGE INTO delta.`{target}` t USING (SELECT qc_t.id, qc_t.v FROM default.qc_t "
+                "WHERE qc_t.id < 3) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
+                "WHEN NOT MATCHED THEN INSERT *",
+            ).first()
+        ) == (2, 1, 0, 1)
+        assert sorted(tuple(r) for r in deltamerge.read(spark, target).collect()) == [(1, "a"), (2, "b")]
+    finally:
+        deltamerge.unregister_table(spark, "qc_t")
+        spark.catalog.dropTempView("qc_o")
+
+
 def test_update_and_delete_on_a_path_resolve_its_full_name(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``UPDATE delta.`/p` SET delta.`/p`.v = ... WHERE delta.`/p`.id = ...`` and DELETE alike, as for
     MERGE (they were unresolved: UNRESOLVED_COLUMN, DELTA_MERGE_UNRESOLVED_EXPRESSION); a partition
