@@ -95,6 +95,11 @@ def unregister_table(spark: SparkSession, name: str) -> None:
     spark.catalog.dropTempView(unqualified(name))  # the view's own name, not parsed
 
 
+def has_names() -> bool:
+    """Whether any table name is registered."""
+    return bool(_NAMES)
+
+
 def path_for_name(name: str) -> str | None:
     """The table path registered under ``name`` (None when unknown); ``default.people``,
     ``spark_catalog.default.people`` and ```people``` name the table registered as ``people``."""

@@ -185,6 +185,14 @@ def test_save_as_table_and_read_table(dspark, base, tmp_path):
         assert dspark.read.table(f"delta.`{location}`").count() == 6
         joined = dspark.read.table(name).join(dspark.range(1), "id").select(f"{name}.v")
         assert joined.count() == 0  # the frame is aliased by the table name, as spark.table's
+        # The session catalog's qualifiers name it too (its temp view has one part): spark.table
+        # and spark.sql, as with a catalog table (TABLE_OR_VIEW_NOT_FOUND before).
+        assert dspark.table(f"default.{name}").select(f"{name}.id").count() == 6
+        assert dspark.table(f"spark_catalog.default.{name}").count() == 6
+        assert dspark.table(f"delta.`{location}`").count() == 6
+        query = f"SELECT count(*) FROM default.{name} WHERE {name}.id > :lo"
+        assert dspark.sql(query, args={"lo": 1}).collect()[0][0] == 4
+        assert dspark.sql(f"SELECT count(*) FROM {name} VERSION AS OF 0").collect()[0][0] == 3
     finally:
         location = deltamerge.catalog.path_for_name(name)
         deltamerge.unregister_table(dspark, name)

@@ -46,7 +46,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from deltamerge.configure.reads import wrap_load, wrap_table
+from deltamerge.configure.reads import wrap_load, wrap_session_table, wrap_table
 from deltamerge.configure.replace import REPLACE_WHERE_CONSTRAINT_CHECK
 from deltamerge.configure.state import (
     mirror_cluster_by,
@@ -166,7 +166,7 @@ def _targets() -> list[tuple[type, dict[str, Callable[[Callable[..., Any]], Call
         ),
         (ClassicDataFrame, {"mergeInto": wrap_merge_into}),
         (classic.DataFrameWriterV2, {**V2_MIRRORS, **V2_ACTIONS}),
-        (ClassicSession, {"sql": wrap_sql}),
+        (ClassicSession, {"sql": wrap_sql, "table": wrap_session_table}),
         (
             classic_streams.DataStreamWriter,
             {

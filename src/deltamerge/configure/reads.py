@@ -1,4 +1,5 @@
-"""``spark.read.format("delta")``: ``load`` (latest, time travel, change data feed) and ``table``."""
+"""``spark.read.format("delta")``: ``load`` (latest, time travel, change data feed) and ``table``;
+``spark.table`` of a classic session (Connect's reads through ``spark.read.table``)."""
 
 from __future__ import annotations
 
@@ -89,5 +90,19 @@ def wrap_table(original: Callable[..., Any]) -> Callable[..., Any]:
         path, name = target
         df = _delta_read(spark, path, opts, user_schema=user_schema)
         return df if name is None else df.alias(name)
+
+    return table
+
+
+def wrap_session_table(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``SparkSession.table`` that reads deltamerge's tables as ``spark.read.table`` does: a
+    registered name with the session catalog's qualifiers (``default.people``) has no view of its
+    own, and ``delta.`/path``` none at all."""
+
+    @functools.wraps(original)
+    def table(self: Any, tableName: str) -> Any:
+        if deltamerge_table(tableName) is None:
+            return original(self, tableName)
+        return self.read.table(tableName)
 
     return table

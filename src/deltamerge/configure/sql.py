@@ -4,8 +4,9 @@ delta-spark users run ``spark.sql("MERGE INTO ...")``; without Delta's JVM exten
 The wrapper sends the statements deltamerge implements (MERGE, UPDATE, DELETE, INSERT and ALTER
 TABLE on registered names, CREATE ... USING delta, DESCRIBE HISTORY, VACUUM, RESTORE, OPTIMIZE, ...;
 DESCRIBE, SHOW TBLPROPERTIES / PARTITIONS / CREATE TABLE and TRUNCATE TABLE of registered names;
-any text naming ``delta.`/path``` or ``table_changes``) to ``deltamerge.sql``, which hands what is
-not a Delta statement back to Spark; everything else goes straight to PySpark's own method.
+any text naming ``delta.`/path```, ``table_changes`` or a registered name as ``default.<name>``)
+to ``deltamerge.sql``, which hands what is not a Delta statement back to Spark; everything else
+goes straight to PySpark's own method.
 """
 
 from __future__ import annotations
@@ -50,10 +51,19 @@ def _registered_target(text: str) -> bool:
     return catalog.path_for_name(name) is not None
 
 
+def _catalog_names(text: str) -> bool:
+    # ``default.people`` / ``people VERSION AS OF 3`` of a registered name (its temp view has one
+    # part and no history); only asked when some name is registered.
+    from deltamerge import catalog
+    from deltamerge.sql_tables import has_delta_tables
+
+    return catalog.has_names() and has_delta_tables(text)
+
+
 def delta_statement(text: str, default_source: Callable[[], str | None] = lambda: None) -> bool:
     """Whether ``text`` is a statement deltamerge runs (``default_source()``:
     ``spark.sql.sources.default``, asked only for a CREATE TABLE without USING)."""
-    if _DELTA_NAMES.search(text):
+    if _DELTA_NAMES.search(text) or _catalog_names(text):
         return True
     m = _LEADING.match(text)
     if m is None:
