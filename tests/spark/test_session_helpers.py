@@ -235,3 +235,37 @@ def test_temporary_settings_overlapping_in_two_threads(spark):
         assert seen["both open"] == "9"
         assert seen.get("inner alone", "9") == "9" and seen.get("outer alone", "7") == "7"
         assert spark.conf.get(key) == before
+
+
+def test_settings_snapshot_reads_once_and_sees_its_own_changes(spark, tmp_path, monkeypatch):
+    """Inside ``settings_snapshot`` settings come from one read (Spark Connect: one round trip
+    instead of one per setting); ``temporary_settings`` inside it are seen while they last; the
+    next merge reads the session again."""
+    key = "spark.deltamerge.test.snapshotProbe"
+    get = session.conf_getter(spark)
+    spark.conf.set(key, "a")
+    try:
+        with session.settings_snapshot(spark):
+            reads = []
+            real = spark.conf.get
+            monkeypatch.setattr(type(spark.conf), "get", lambda self, *a: reads.append(a) or real(*a))
+            assert get(key) == "a" and get("spark.deltamerge.test.unset") is None
+            with session.temporary_settings(spark, {key: "b"}, on_connect=True):
+                assert get(key) == "b"
+            assert get(key) == "a"
+            monkeypatch.undo()
+            assert [a for a in reads if a and a[0] == key] == [(key, None)]  # temporary_settings' own
+        spark.conf.set(key, "c")
+        assert get(key) == "c"
+        path = str(tmp_path / "t")
+        deltamerge.write(spark.range(4).selectExpr("id"), path)
+        table = deltamerge.DeltaTable.forPath(spark, path)
+        spark.conf.set("spark.databricks.delta.history.metricsEnabled", "false")
+        table.alias("t").merge(spark.range(2).alias("s"), "t.id = s.id").whenMatchedDelete().execute()
+        assert table.history(1).collect()[0]["operationMetrics"] in (None, {})
+        spark.conf.unset("spark.databricks.delta.history.metricsEnabled")
+        table.alias("t").merge(spark.range(3).alias("s"), "t.id = s.id").whenMatchedDelete().execute()
+        assert table.history(1).collect()[0]["operationMetrics"]["numTargetRowsDeleted"] == "1"
+    finally:
+        spark.conf.unset(key)
+        spark.conf.unset("spark.databricks.delta.history.metricsEnabled")

@@ -55,6 +55,7 @@ from deltamerge.spark.session import (
     local_frame,
     quick_replies,
     setting,
+    settings_snapshot,
     temporary_settings,
 )
 from deltamerge.spark.types import schema_string
@@ -225,6 +226,17 @@ def run_merge(
     is lost, the whole merge runs again with more replicas of the source (Delta's retry on
     ``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``), at most ``merge.materializeSource.maxAttempts`` times.
     """
+    with settings_snapshot(spark):
+        return _attempts(spark, table_root, spec, operation, write_options)
+
+
+def _attempts(
+    spark: SparkSession,
+    table_root: str,
+    spec: MergeSpec,
+    operation: OperationFactory | None,
+    write_options: Mapping[str, str] | None,
+) -> DataFrame:
     from deltamerge.merge.source import SourceBlocksLost, release
 
     attempts = max(1, int(setting(spark, SessionConf.MATERIALIZE_MAX_ATTEMPTS)))
