@@ -84,10 +84,10 @@ def _alias(text: str, m: re.Match[str]) -> str:
     if name is None or not _RELATION_BEFORE.search(text[: m.start()]):
         return ""
     word = _AFTER.match(text, m.end())
-    follower = word.group("word") if word else None
-    if follower is not None and (follower == "`" or follower.lower() not in _NOT_ALIASES):
+    follower = (word.group("word") or "") if word else ""
+    if follower == "`" or (follower and follower.lower() not in _NOT_ALIASES):
         return ""  # an alias (``AS`` included) follows
-    if follower is not None and follower.lower() in ("tablesample", "with"):
+    if follower.lower() in ("tablesample", "with"):
         return ""  # Spark's grammar puts the alias after the sample or options clause
     return " AS " + quote_name(unquote(name))
 
