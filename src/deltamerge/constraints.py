@@ -388,7 +388,7 @@ def pad_chars(df: DataFrame, schema: StructType) -> DataFrame:
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = spec
-    if not any(c in tree for c in df.columns):
+    if not tree or not any(c in tree for c in df.columns):  # no CHAR: no schema asked (Connect)
         return df
 
     def column(c: str) -> Column:

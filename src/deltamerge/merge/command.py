@@ -339,7 +339,8 @@ def _run(
     )
     committing = False
     try:
-        with temporary_settings(spark, _wide_plan_settings(spark, snapshot, source)):
+        # The user's source: its schema is known from the analysis (the renamed one's is not).
+        with temporary_settings(spark, _wide_plan_settings(spark, snapshot, spec.source)):
             try:
                 actions = _execute(ctx, plan)
             except Exception as e:
