@@ -1501,3 +1501,32 @@ def test_string_key_pruning_agrees_with_no_pruning_on_random_keys(spark, tmp_pat
             len(_summary(spark, path, spark.createDataFrame(source_rows[:1], "k string, v int"), cond).files)
             < 5
         )
+
+
+@pytest.mark.parametrize("matching", [True, False], ids=["some-match", "none-match"])
+def test_two_job_dv_upsert_counts_the_source_once_without_a_known_count(spark, tmp_path, monkeypatch, matching):
+    """DV mode's two jobs with NOT MATCHED clauses leave the source's row count to job 2 (job 1's
+    rows must carry no observation: job 2 unions two plans built on them); without the key
+    summary's count, job 2 (or, when no file is touched, the inserts' scan) reports it."""
+    from deltamerge.merge import broadcast
+
+    path = str(tmp_path / "t")
+    target = spark.range(0, 400, 2, 4).selectExpr("id", "cast(id % 7 AS int) AS v", "date'2024-01-01' AS d")
+    deltamerge.write(target, path, configuration={"delta.enableDeletionVectors": "true"})
+    real = broadcast.find_matches
+    seen = []
+
+    def unknown_count(ctx, candidates, **kw):  # type: ignore[no-untyped-def]
+        ctx.source_rows = None  # as when no key summary ran
+        seen.append(broadcast.counts_source_rows(ctx, deletion_vectors=kw["deletion_vectors"]))
+        return real(ctx, candidates, **kw)
+
+    monkeypatch.setattr(broadcast, "find_matches", unknown_count)
+    # Even keys match; odd ones fall inside the files' key ranges and match nothing.
+    src = spark.range(0, 30).selectExpr(f"id * 4 + {0 if matching else 1} AS id", "-1 AS v", "date'2020-01-01' AS d")
+    with _settings(spark, merge_variants.VARIANTS["two-job"]):
+        result = _run(spark, path, src, "t.id = s.id", UPSERT)
+    assert seen == [False]
+    assert result == ((30, 30, 0, 0) if matching else (30, 0, 0, 30))
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
+    assert metrics["numSourceRows"] == "30"

@@ -154,7 +154,9 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
         files, modified, matched = found
         if not files:
             matched.unpersist()
-            return list(inserts_without_matches(ctx, True))
+            # Source rows job 1 left to job 2 are counted by the inserts' scan.
+            counted = broadcast.counts_source_rows(ctx, deletion_vectors=True) or ctx.source_rows is not None
+            return list(inserts_without_matches(ctx, counted))
         adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=True)
         assert modified is not None
         dv_actions = deletion_vector_actions(ctx, files, modified)
