@@ -1504,7 +1504,7 @@ def test_string_key_pruning_agrees_with_no_pruning_on_random_keys(spark, tmp_pat
 
 
 @pytest.mark.parametrize("matching", [True, False], ids=["some-match", "none-match"])
-def test_two_job_dv_upsert_counts_the_source_once_without_a_known_count(spark, tmp_path, monkeypatch, matching):
+def test_two_job_dv_upsert_counts_the_source_without_a_known_count(spark, tmp_path, monkeypatch, matching):
     """DV mode's two jobs with NOT MATCHED clauses leave the source's row count to job 2 (job 1's
     rows must carry no observation: job 2 unions two plans built on them); without the key
     summary's count, job 2 (or, when no file is touched, the inserts' scan) reports it."""
@@ -1523,7 +1523,8 @@ def test_two_job_dv_upsert_counts_the_source_once_without_a_known_count(spark, t
 
     monkeypatch.setattr(broadcast, "find_matches", unknown_count)
     # Even keys match; odd ones fall inside the files' key ranges and match nothing.
-    src = spark.range(0, 30).selectExpr(f"id * 4 + {0 if matching else 1} AS id", "-1 AS v", "date'2020-01-01' AS d")
+    key = f"id * 4 + {0 if matching else 1} AS id"
+    src = spark.range(0, 30).selectExpr(key, "-1 AS v", "date'2020-01-01' AS d")
     with _settings(spark, merge_variants.VARIANTS["two-job"]):
         result = _run(spark, path, src, "t.id = s.id", UPSERT)
     assert seen == [False]
