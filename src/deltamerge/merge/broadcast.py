@@ -178,7 +178,7 @@ def find_matches(
     # (with a bit for "changed") and must appear once.
     verify = deletion_vectors and ctx.source_unique is None
     source, source_rows = ctx.source, None
-    if counts_source_rows(ctx, deletion_vectors=deletion_vectors):
+    if ctx.source_rows is None and not job_two_counts_source(ctx, deletion_vectors=deletion_vectors):
         source, source_rows = observed_count(ctx.source, "numSourceRows")
     source = source.selectExpr("*", f"true AS {SOURCE_PRESENT}")
     target = ctx.target(candidates, with_file=True, with_row_index=deletion_vectors).selectExpr(
@@ -250,15 +250,13 @@ def find_matches(
     return touched, modified_rows, matched
 
 
-def counts_source_rows(ctx: MergeContext, *, deletion_vectors: bool) -> bool:
-    """Whether job 1 counts the source rows: not when they are known already (the source-key
-    summary), nor in a DV merge with NOT MATCHED clauses, whose job 2 counts them (or, when no file
-    is touched, the inserts' own scan). That job reads every source row (the anti join) and unions
-    two plans built on job 1's rows; PySpark 4.0's Connect client fails on a plan holding one
-    observation twice (``dict() got multiple values``)."""
-    if ctx.source_rows is not None:
-        return False
-    return not (deletion_vectors and ctx.rm.of_kind(ClauseKind.NOT_MATCHED))
+def job_two_counts_source(ctx: MergeContext, *, deletion_vectors: bool) -> bool:
+    """Whether job 2 (or, when no file is touched, the inserts' own scan), not job 1, counts the
+    source rows: in a DV merge with NOT MATCHED clauses whose count the source-key summary did not
+    give. That job reads every source row (the anti join) and unions two plans built on job 1's
+    rows; PySpark 4.0's Connect client fails on a plan holding one observation twice (``dict() got
+    multiple values``)."""
+    return ctx.source_rows is None and deletion_vectors and bool(ctx.rm.of_kind(ClauseKind.NOT_MATCHED))
 
 
 def try_find_matches(
@@ -392,7 +390,7 @@ def write_changes(
     source_rows: Callable[[], int] | None = None
     if inserting:
         read = ctx.source
-        if ctx.source_rows is None and deletion_vectors:  # ``counts_source_rows``
+        if job_two_counts_source(ctx, deletion_vectors=deletion_vectors):
             read, source_rows = observed_count(read, "numSourceRows")
         unmatched = _unmatched_source(ctx, matched, read)
         outs = output_exprs(rm, has_target=False, tracking=ctx.row_tracking)

@@ -155,7 +155,7 @@ def run_with_deletion_vectors(ctx: MergeContext, candidates: Sequence[AddFile]) 
         if not files:
             matched.unpersist()
             # Source rows job 1 left to job 2 are counted by the inserts' scan.
-            counted = broadcast.counts_source_rows(ctx, deletion_vectors=True) or ctx.source_rows is not None
+            counted = not broadcast.job_two_counts_source(ctx, deletion_vectors=True)
             return list(inserts_without_matches(ctx, counted))
         adds, cdc = broadcast.write_changes(ctx, files, matched, deletion_vectors=True)
         assert modified is not None
