@@ -30,6 +30,7 @@ from deltamerge import catalog
 from deltamerge.config import SessionConf, TableProperties
 from deltamerge.errors import AnalysisError, AppendOnlyTableError
 from deltamerge.log.actions import AddFile
+from deltamerge.log.paths import table_root as root_of
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.clauses import DV_SETTING, ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
 from deltamerge.merge.metrics import MergeMetrics
@@ -392,6 +393,7 @@ def delete(
     Returns one row ``num_affected_rows`` (Delta's DELETE output: ``-1`` when whole files were removed
     and their row counts are unknown). ``target_name``: the full name of a table opened by name.
     """
+    table_root = root_of(table_root)  # a file: URI or a relative path: the root Spark's scans report
     cond, _ = _named(_resolve_condition(condition), (), target_name, target_alias)
     log = DeltaLog.for_table(table_root)
     snapshot = log.update()
@@ -528,6 +530,7 @@ def update(
         assigns = to_assignments(dict(assignments))
     else:
         assigns = tuple(assignments)
+    table_root = root_of(table_root)
     cond, assigns = _named(_resolve_condition(condition), assigns, target_name, target_alias)
     log = DeltaLog.for_table(table_root)
     snapshot = log.update()

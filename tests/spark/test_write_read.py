@@ -515,3 +515,33 @@ def test_register_table_by_file_uri(spark, table_path: str) -> None:
         assert sorted(r.id for r in spark.sql(f"SELECT id FROM {name}").collect()) == [1, 2]
     finally:
         deltamerge.unregister_table(spark, name)
+
+
+@pytest.mark.parametrize("form", ["file:", "file://", "relative"])
+def test_sql_dml_on_a_file_uri_or_relative_path(spark, tmp_path: Path, monkeypatch, form: str) -> None:
+    """``delta.`file:/...``` and a relative path (after the Python process changed its directory, as a
+    notebook does; the JVM keeps its own) name the table for SQL MERGE, UPDATE, DELETE and EXPLAIN as
+    the absolute path does. They reached the merge unresolved: a ``file:`` root matched none of the
+    files Spark's scan reported (KeyError), a relative one was read from the JVM's directory."""
+    monkeypatch.chdir(tmp_path)
+    name = {"file:": f"file:{tmp_path}/t", "file://": f"file://{tmp_path}/t", "relative": "t"}[form]
+    deltamerge.write(_df(spark, [1, 2, 3]), str(tmp_path / "t"))
+    source = spark.createDataFrame([(2, "s2", "a"), (4, "s4", "a")], "id long, v string, p string")
+    source.createOrReplaceTempView("dm_paths_src")
+    target = f"delta.`{name}`"
+    merge = (
+        f"MERGE INTO {target} t USING dm_paths_src s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    assert "MERGE" in str(deltamerge.sql(spark, "EXPLAIN " + merge).collect()[0][0]).upper()
+    assert deltamerge.sql(spark, merge).collect()[0][0] == 2
+    assert deltamerge.sql(spark, f"UPDATE {target} SET v = 'u' WHERE id = 1").collect()[0][0] == 1
+    assert deltamerge.sql(spark, f"DELETE FROM {target} WHERE v = 's4'").collect()[0][0] == 1
+    rows = sorted((r.id, r.v) for r in deltamerge.read(spark, str(tmp_path / "t")).collect())
+    assert rows == [(1, "u"), (2, "s2"), (3, "v3")]
+    assert [r.operation for r in DeltaTable.forPath(spark, name).history().collect()] == [
+        "DELETE",
+        "UPDATE",
+        "MERGE",
+        "WRITE",
+    ]

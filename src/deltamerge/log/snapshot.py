@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import threading
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,7 +18,7 @@ from typing import Any, ClassVar
 
 from deltamerge.config import parse_bool
 from deltamerge.errors import DeltaMergeError, LogCorruptedError, TableNotFoundError, VersionNotFoundError
-from deltamerge.log import filenames
+from deltamerge.log import filenames, paths
 from deltamerge.log.actions import (
     Action,
     AddFile,
@@ -139,9 +137,9 @@ def _monotonize(timestamps: list[int]) -> list[int]:
 
 
 def _normalize_root(table_root: str) -> str:
-    if table_root.startswith("file:"):
-        table_root = urllib.parse.unquote(urllib.parse.urlparse(table_root).path)
-    return os.path.abspath(table_root)
+    # paths.table_root, Hadoop's reading of a file: URI (no percent-decoding), which every writer of
+    # the table's data files follows.
+    return paths.table_root(table_root)
 
 
 class DeltaLog:

@@ -30,6 +30,7 @@ from deltamerge.errors import (
     UnsupportedOperationError,
 )
 from deltamerge.log.actions import Action, AddCDCFile, AddFile, RemoveFile
+from deltamerge.log.paths import table_root as root_of
 from deltamerge.log.protocol import type_widening_enabled
 from deltamerge.log.snapshot import DeltaLog, Snapshot
 from deltamerge.merge.analysis import ResolvedMerge, analyze, display_name
@@ -199,6 +200,7 @@ def _snapshot(txn: OptimisticTransaction, table_root: str) -> Snapshot:
 @internal_plan
 def explain_merge(spark: SparkSession, table_root: str, spec: MergeSpec) -> str:
     """The plan of a MERGE, without running it."""
+    table_root = root_of(table_root)
     txn, _rm, plan = prepare(spark, table_root, spec)
     return plan.describe(_snapshot(txn, table_root).files)
 
@@ -226,6 +228,8 @@ def run_merge(
     is lost, the whole merge runs again with more replicas of the source (Delta's retry on
     ``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``), at most ``merge.materializeSource.maxAttempts`` times.
     """
+    # A ``file:`` URI or a relative path names the root Spark's scans report as an absolute path.
+    table_root = root_of(table_root)
     with settings_snapshot(spark):
         return _attempts(spark, table_root, spec, operation, write_options)
 
