@@ -114,7 +114,8 @@ def refresh_view(spark: SparkSession, name: str) -> None:
     path = _NAMES.get(key)
     if path is None:
         return
-    view = _SPELLED.get(key, name)  # as registered: quoted where Spark's parser needs it
+    # Quoted: Spark parses a temp view's name, and ``my t`` or ``2024_sales`` is not an identifier.
+    view = "`" + unqualified(_SPELLED.get(key, name)).replace("`", "``") + "`"
     snap = snapshot_for(path)
     if _VIEW_VERSIONS.get(key) == snap.version and spark.catalog.tableExists(view):
         return

@@ -69,6 +69,13 @@ def resolve_table(text: str, *, allow_path: bool = True) -> tuple[str, str | Non
     path, parts = table_reference(text, allow_path=allow_path)
     if path is not None:
         return path, None
+    return resolve_name(parts)
+
+
+def resolve_name(parts: Sequence[str]) -> tuple[str, str | None]:
+    """(path, name) of the registered table the unquoted name ``parts`` names;
+    TABLE_OR_VIEW_NOT_FOUND when none is."""
+    parts = list(parts)
     found = lookup_table(parts)
     if found is None:
         name = ".".join(parts)
@@ -148,7 +155,8 @@ def table_node(table: exp.Table) -> tuple[str, str | None, str | None]:
     path = path_of(table)
     if path is not None:
         return path, alias, None
-    path, name = resolve_table(".".join(p.name for p in table.parts), allow_path=False)
+    # The parts as parsed: joined and parsed again, a quoted ``my t`` would split at its space.
+    path, name = resolve_name([p.name for p in table.parts])
     return path, alias or name, name
 
 

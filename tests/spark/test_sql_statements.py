@@ -573,6 +573,29 @@ def test_names_starting_with_a_digit(spark, tmp_path):
         deltamerge.unregister_table(spark, "1tbl")
 
 
+@pytest.mark.parametrize("name", ["`sales q4`", "`ünï`"])
+def test_names_that_need_quotes(spark, tmp_path, name):
+    """A table named with a space or non-ASCII letters (quoted, as Spark's grammar asks): CREATE
+    TABLE wrote the table and then failed creating its temp view ("Invalid view name"), leaving it
+    unnamed; INSERT, UPDATE, DELETE, MERGE, DESCRIBE HISTORY and DROP TABLE find it now."""
+    path = str(tmp_path / "quoted")
+    try:
+        _sql(spark, f"CREATE TABLE {name} (id INT, v STRING) USING delta LOCATION '{path}'")
+        _sql(spark, f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+        _sql(spark, f"UPDATE {name} SET v = 'u' WHERE id = 1")
+        _sql(spark, f"DELETE FROM {name} WHERE id = 2")
+        source = "(SELECT 3 id, 'c' v) s"
+        _sql(spark, f"MERGE INTO {name} t USING {source} ON t.id = s.id WHEN NOT MATCHED THEN INSERT *")
+        assert _rows(spark, f"SELECT * FROM {name}") == [(1, "u"), (3, "c")]
+        assert DeltaTable.forName(spark, name).toDF().count() == 2
+        history = [r["operation"] for r in _sql(spark, f"DESCRIBE HISTORY {name}").collect()]
+        assert history == ["MERGE", "DELETE", "UPDATE", "WRITE", "CREATE TABLE"]
+        _sql(spark, f"DROP TABLE {name}")
+        assert not spark.catalog.tableExists(name)
+    finally:
+        deltamerge.unregister_table(spark, name)
+
+
 def test_delta_path_tables_inside_queries_and_time_travel(spark, tmp_path):
     """delta.`<path>` [VERSION|TIMESTAMP AS OF x] wherever a query reads a table: a MERGE source
     (direct, in a subquery, in a CTE), INSERT ... SELECT and a plain SELECT (Spark cannot resolve

@@ -315,7 +315,7 @@ def delta_save_as_table(
     registered = catalog.path_for_name(short)
     location = registered or opts.get("path") or os.path.join(_warehouse_dir(spark), short.lower())
     exists = registered is not None or DeltaLog.for_table(table_root(location)).exists()
-    if registered is None and spark.catalog.tableExists(short):
+    if registered is None and spark.catalog.tableExists("`" + short.replace("`", "``") + "`"):
         raise TableAlreadyExistsError(
             f"Cannot create table `{short}`: a table or view of that name exists and is not a deltamerge "
             "Delta table. Drop it or choose another name.",
