@@ -22,13 +22,16 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.mark.skipif(DIALECT is DeltamergeSpark40, reason="TIME and GEOMETRY are Spark 4.1 types")
-def test_a_new_table_with_an_interval_is_refused_and_nothing_is_written(spark, tmp_path: Path) -> None:
+def test_a_new_table_with_an_interval_is_refused_and_nothing_is_written(
+    spark, spark_conf, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "t"
     df = spark.sql("SELECT 1 AS id, INTERVAL '1' DAY AS i, named_struct('t', TIME'12:00:00') AS s")
     with pytest.raises(DeltaMergeError, match=r"\[i: interval day, s.t: time\(6\)\]") as info:
         deltamerge.write(df, str(path))
     assert info.value.error_class == "DELTA_UNSUPPORTED_DATA_TYPES"
     assert not path.exists()
+    spark_conf({"spark.sql.geospatial.enabled": "true"})  # off by default before Spark 4.3
     geo = spark.sql("SELECT 1 AS id, ST_GeomFromWKB(X'0101000000000000000000F03F0000000000000040') AS g")
     with pytest.raises(DeltaMergeError, match="UNSUPPORTED_DATATYPE"):
         deltamerge.write(geo, str(path))
