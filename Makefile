@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-full test-delta-ports test-fast test-oldest lint bench bench-small soak clean
+.PHONY: demo test test-full test-delta-ports test-fast test-oldest test-spark lint bench bench-small soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,15 @@ test-oldest:
 	.venv-oldest/bin/python -m pip install --quiet --upgrade pip
 	.venv-oldest/bin/python -m pip install --quiet -e ".[dev]" -c constraints-oldest.txt
 	.venv-oldest/bin/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
+
+# The whole suite on another PySpark release in a venv of its own: `make test-spark SPARK=4.1.4`
+# (.venv-spark-4.1.4). Releases between the oldest and the newest are checked this way.
+test-spark:
+	test -n "$(SPARK)" || (echo "usage: make test-spark SPARK=<pyspark version>" && exit 2)
+	test -x .venv-spark-$(SPARK)/bin/python || $(PY) -m venv .venv-spark-$(SPARK)
+	.venv-spark-$(SPARK)/bin/python -m pip install --quiet --upgrade pip
+	.venv-spark-$(SPARK)/bin/python -m pip install --quiet -e ".[dev]" "pyspark[connect]==$(SPARK)"
+	.venv-spark-$(SPARK)/bin/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadfile --no-loadscope-reorder tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
