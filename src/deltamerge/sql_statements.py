@@ -210,8 +210,9 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     except ParseError:
         if re.search(r"\bREPLACE\s+ON\b", text, re.IGNORECASE):  # Spark 4's form SQLGlot lacks
             raise UnsupportedOperationError(
-                "INSERT ... REPLACE ON is not implemented by deltamerge. Use INSERT ... REPLACE WHERE "
-                "or a MERGE to replace rows."
+                "INSERT ... REPLACE ON is not implemented by deltamerge. Use INSERT ... REPLACE USING, "
+                "df.write.format('delta').mode('overwrite').option('replaceOn', '<condition>') or a "
+                "MERGE to replace rows."
             ) from None
         raise
     if not isinstance(statement, exp.Insert):
@@ -230,17 +231,18 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     ):
         return None
     check_with_spark_parser(spark, text)
-    if evolve or statement.args.get("using") is not None:  # REPLACE USING (REPLACE ON fails to parse)
-        form = "WITH SCHEMA EVOLUTION" if evolve else "REPLACE USING / REPLACE ON"
+    if evolve:
         raise UnsupportedOperationError(
-            f"INSERT {form} is not implemented by deltamerge. Use df.write.format('delta')"
-            ".option('mergeSchema', 'true').mode('append') for schema evolution, INSERT ... REPLACE "
-            "WHERE or a MERGE to replace rows."
+            "INSERT WITH SCHEMA EVOLUTION is not implemented by deltamerge. Use df.write.format('delta')"
+            ".option('mergeSchema', 'true').mode('append') for schema evolution."
         )
+    using = [i.name for i in statement.args.get("using") or []]  # REPLACE USING (c, ...)
+    if using and statement.args.get("overwrite"):
+        raise ParseError("INSERT OVERWRITE takes no REPLACE USING; use INSERT INTO ... REPLACE USING.")
     refuse_extras(target, {"this", "db", "catalog", "partition"}, "the target table", "INSERT")
     refuse_extras(
         statement,
-        {"this", "expression", "by_name", "overwrite", "where", "source", "with_", "with"},
+        {"this", "expression", "by_name", "overwrite", "where", "source", "with_", "with", "using"},
         "the statement",
         "INSERT",
     )
@@ -262,6 +264,17 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
     data = sql_with_delta_tables(spark, prefix + query.sql(dialect=DIALECT))
     from deltamerge.configure.writes import insert_rows
 
+    if using:
+        from deltamerge.configure.replace_on import check_aligned, check_using_columns
+
+        if static or options:
+            raise ParseError("INSERT ... REPLACE USING takes no PARTITION clause or REPLACE WHERE.")
+        if statement.args.get("by_name") or columns is not None:
+            check_using_columns(using, columns or _table_columns(path), data.columns)
+        else:
+            check_aligned(using, _table_columns(path), data.columns)
+        options = {"replaceUsing": ", ".join(using)}
+
     if static:  # PARTITION (p = 'v'): the query gives the other columns, the clause p
         from pyspark.sql import functions as F
 
@@ -275,7 +288,7 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
         path,
         columns=columns,
         by_name=bool(statement.args.get("by_name")),
-        overwrite=bool(statement.args.get("overwrite")) or "replaceWhere" in options,
+        overwrite=bool(statement.args.get("overwrite")) or "replaceWhere" in options or bool(using),
         options=options,
     )
     return empty_frame(spark)

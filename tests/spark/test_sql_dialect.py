@@ -905,20 +905,18 @@ def test_statements_spark_cannot_parse_are_refused(spark, refusal_table, stateme
 @pytest.mark.parametrize(
     "statement",
     [
-        "INSERT INTO {t} REPLACE USING (id) SELECT 1 AS id, 'z' AS v",
         "INSERT INTO {t} AS t REPLACE ON t.id = s.id (SELECT 1 AS id, 'z' AS v) AS s",
         "INSERT WITH SCHEMA EVOLUTION INTO {t} SELECT 1 AS id, 'z' AS v, 2 AS w",
     ],
 )
 def test_spark_insert_forms_deltamerge_lacks_are_named(spark, tmp_path, statement) -> None:  # type: ignore[no-untyped-def]
-    """Spark 4's INSERT ... REPLACE USING / REPLACE ON and INSERT WITH SCHEMA EVOLUTION: REPLACE
-    USING was read as a plain INSERT (the rows were appended, none replaced), the others reached
-    Spark, which cannot write the table (UNSUPPORTED_INSERT.RDD_BASED)."""
+    """Spark 4's INSERT ... REPLACE ON and INSERT WITH SCHEMA EVOLUTION reached Spark, which cannot
+    write the table (UNSUPPORTED_INSERT.RDD_BASED). REPLACE USING runs (test_replace_on_using.py)."""
     path = str(tmp_path / "t")
     deltamerge.write(spark.createDataFrame([(1, "a")], "id INT, v STRING"), path)
     refused = r"DELTA_UNSUPPORTED_OPERATION.*not implemented by deltamerge"
     if tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 2):
-        refused += "|PARSE_SYNTAX_ERROR"  # the grammar of REPLACE USING / WITH SCHEMA EVOLUTION came in 4.2
+        refused += "|PARSE_SYNTAX_ERROR"  # the grammar of REPLACE ON / WITH SCHEMA EVOLUTION came in 4.2
     with pytest.raises(DeltaMergeError, match=refused):
         deltamerge.sql(spark, statement.format(t=f"delta.`{path}`"))
     assert DeltaTable.forPath(spark, path).version() == 0

@@ -16,6 +16,7 @@ from deltamerge.configure.replace import (
     raise_if_mismatch,
     replace_rows,
 )
+from deltamerge.configure.replace_on import check_replace_options, replace_matching, replace_option
 from deltamerge.configure.state import (
     bool_option,
     delta_path_identifier,
@@ -31,6 +32,7 @@ from deltamerge.errors import InvalidArgumentError, TableAlreadyExistsError
 from deltamerge.log.paths import table_root
 from deltamerge.spark.session import table_property_defaults
 
+_REPLACE_KEYS = ("replaceon", "replaceusing", "targetalias")
 _SAVE_MODES = {
     "error": "error",
     "errorifexists": "error",
@@ -79,6 +81,12 @@ def delta_save(
         merge_schema = exists and key != "ignore" and bool(setting(spark, SessionConf.SCHEMA_AUTO_MERGE))
     overwrite_schema = bool_option(opts, "overwriteSchema")
     replace_where = opts.get("replacewhere")
+    if replace_option(options) is not None:
+        check_replace_options(options, key == "overwrite")
+        if key == "overwrite" and exists:
+            return replace_matching(df, path, partition_by, merge_schema, options)
+        if key == "overwrite":  # a new table: the rows are all there is (as Delta)
+            options = {k: v for k, v in options.items() if k.lower() not in _REPLACE_KEYS}
     dynamic = "static"
     if key == "overwrite" and exists:
         dynamic = (
