@@ -269,8 +269,10 @@ def _insert(spark: SparkSession, text: str) -> DataFrame | None:
 
         if static or options:
             raise ParseError("INSERT ... REPLACE USING takes no PARTITION clause or REPLACE WHERE.")
-        if statement.args.get("by_name") or columns is not None:
-            check_using_columns(using, columns or _table_columns(path), data.columns)
+        if columns is not None:  # the query's columns take the listed names by position
+            check_using_columns(using, _table_columns(path), columns)
+        elif statement.args.get("by_name"):
+            check_using_columns(using, _table_columns(path), data.columns)
         else:
             check_aligned(using, _table_columns(path), data.columns)
         options = {"replaceUsing": ", ".join(using)}

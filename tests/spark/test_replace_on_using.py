@@ -177,6 +177,8 @@ def test_sql_insert_replace_using(dspark, tmp_path: Path) -> None:
     dspark.sql(f"INSERT INTO {t} REPLACE USING (id, key) SELECT 1 AS id, 'a' AS key, 's' AS value")
     dspark.sql(f"INSERT INTO {t} BY NAME REPLACE USING (id) SELECT 'n' AS value, 'c' AS key, 2 AS id")
     assert _rows(dspark, path) == [(1, "a", "s"), (1, "b", "t"), (2, "c", "n")]
+    with pytest.raises(DeltaMergeError, match="PARSE_SYNTAX_ERROR"):  # Spark's grammar: no column list
+        dspark.sql(f"INSERT INTO {t} (value, id, key) REPLACE USING (id) SELECT 'l', 2, 'c'")
     with pytest.raises(DeltaMergeError, match="INSERT_REPLACE_USING_DISALLOW_MISALIGNED_COLUMNS"):
         dspark.sql(f"INSERT INTO {t} REPLACE USING (id) SELECT 'a' AS key, 1 AS id, 'v' AS value")
     with pytest.raises(DeltaMergeError, match="INSERT_REPLACE_USING_DISALLOW_MISALIGNED_COLUMNS"):
@@ -196,3 +198,13 @@ def test_replace_using_through_save_as_table_and_insert_into(dspark, tmp_path: P
         assert sorted(tuple(r) for r in dspark.table(name).collect()) == [(1, "s"), (2, "i"), (3, "s")]
     finally:
         deltamerge.unregister_table(dspark, name)
+
+
+def test_writer_v2_create_refuses_replace_options(dspark, tmp_path: Path) -> None:
+    path = str(tmp_path / "v2")
+    _table(dspark, path, [(1, "a")])
+    writer = dspark.createDataFrame([(2, "b")], "id INT, value STRING").writeTo(f"delta.`{path}`")
+    with pytest.raises(DeltaMergeError) as err:
+        writer.option("replaceUsing", "id").createOrReplace()
+    assert err.value.error_class == "DELTA_DFV2_CREATE_REPLACE_INCOMPATIBLE_REPLACE_ON_OR_USING"
+    assert DeltaTable.forPath(dspark, path).version() == 0

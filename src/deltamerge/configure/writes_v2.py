@@ -103,6 +103,16 @@ def _run(writer: Any, action: str, condition: Any = None) -> bool:
     options = {str(k): str(v) for k, v in state["options"].items()}
     if creating:
         from deltamerge.builders.creation import create_table
+        from deltamerge.configure.replace_on import replace_option
+        from deltamerge.errors import InvalidArgumentError
+
+        if replace_option(options) is not None:
+            raise InvalidArgumentError(
+                "DataFrame Writer V2 create()/replace()/createOrReplace() cannot be used with the "
+                "`replaceOn` or `replaceUsing` option for Delta tables.",
+                error_class="DELTA_DFV2_CREATE_REPLACE_INCOMPATIBLE_REPLACE_ON_OR_USING",
+                sql_state="42000",
+            )
 
         props = {str(k): str(v) for k, v in state["properties"].items()}
         location = props.pop("location", None) or path
