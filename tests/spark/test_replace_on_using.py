@@ -208,3 +208,14 @@ def test_writer_v2_create_refuses_replace_options(dspark, tmp_path: Path) -> Non
         writer.option("replaceUsing", "id").createOrReplace()
     assert err.value.error_class == "DELTA_DFV2_CREATE_REPLACE_INCOMPATIBLE_REPLACE_ON_OR_USING"
     assert DeltaTable.forPath(dspark, path).version() == 0
+
+
+def test_a_constraint_violation_names_the_replace(dspark, tmp_path: Path) -> None:
+    path = str(tmp_path / "c")
+    dspark.sql(f"CREATE TABLE delta.`{path}` (id INT NOT NULL, value STRING) USING delta")
+    dspark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 'a')")
+    with pytest.raises(DeltaMergeError) as err:
+        _replace(dspark.createDataFrame([(None, "b")], "id INT, value STRING"), path, replaceUsing="value")
+    assert err.value.error_class == "DELTA_REPLACE_ON_OR_USING_TABLE_CONSTRAINT_VIOLATION"
+    assert "NOT NULL constraint violated" in str(err.value)
+    assert _rows(dspark, path) == [(1, "a")]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deltamerge.errors import AnalysisError, InvalidArgumentError
+from deltamerge.errors import AnalysisError, InvalidArgumentError, InvariantViolationError
 from deltamerge.log.paths import table_root
 
 _MARKER = "__dm_replace_on_marker"
@@ -182,7 +182,6 @@ def replace_matching(
     from pyspark.sql import functions as F
 
     from deltamerge import catalog
-    from deltamerge.configure.replace import raise_if_mismatch
     from deltamerge.io import _align, _check_names, partitioning_mismatch, snapshot_for
     from deltamerge.log.snapshot import DeltaLog
     from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
@@ -246,8 +245,12 @@ def replace_matching(
 
     try:
         run_merge(df.sparkSession, root, spec, operation=operation, write_options=options)
-    except Exception as e:
-        raise_if_mismatch(e, None)
-        raise
+    except InvariantViolationError as e:
+        replaced = opts.get("replaceon") or opts.get("replaceusing")
+        raise AnalysisError(
+            f"Written data violates a table constraint during REPLACE ON/USING '{replaced}'. {e}",
+            error_class="DELTA_REPLACE_ON_OR_USING_TABLE_CONSTRAINT_VIOLATION",
+            sql_state="44000",
+        ) from e
     catalog.refresh_views(df.sparkSession, root)
     return DeltaLog.for_table(root).update().version
