@@ -80,6 +80,23 @@ def check_replace_where(
         )
 
 
+def write_metrics(m: Any) -> dict[str, int]:
+    """The ``operationMetrics`` of a partial overwrite's ``WRITE`` commit (Delta's replaceWhere
+    metrics), from the metrics of the MERGE it ran as."""
+    return {
+        "numFiles": m.numTargetFilesAdded,
+        "numOutputRows": m.numTargetRowsInserted + m.numTargetRowsCopied,
+        "numOutputBytes": m.numTargetBytesAdded,
+        "numRemovedFiles": m.numTargetFilesRemoved,
+        "numRemovedBytes": m.numTargetBytesRemoved,
+        "numDeletedRows": m.numTargetRowsDeleted,
+        "numCopiedRows": m.numTargetRowsCopied,
+        "numAddedChangeFiles": m.numTargetChangeFilesAdded,
+        "numDeletionVectorsAdded": m.numTargetDeletionVectorsAdded,
+        "numDeletionVectorsRemoved": m.numTargetDeletionVectorsRemoved,
+    }
+
+
 def _quoted(parts: Sequence[str]) -> str:
     return ".".join("`" + p.replace("`", "``") + "`" for p in parts)
 
@@ -181,19 +198,7 @@ def replace_rows(
         params["dynamicPartitionOverwrite"] = "true"
 
     def operation(_spec: MergeSpec, m: Any) -> Operation:
-        metrics = {
-            "numFiles": m.numTargetFilesAdded,
-            "numOutputRows": m.numTargetRowsInserted + m.numTargetRowsCopied,
-            "numOutputBytes": m.numTargetBytesAdded,
-            "numRemovedFiles": m.numTargetFilesRemoved,
-            "numRemovedBytes": m.numTargetBytesRemoved,
-            "numDeletedRows": m.numTargetRowsDeleted,
-            "numCopiedRows": m.numTargetRowsCopied,
-            "numAddedChangeFiles": m.numTargetChangeFilesAdded,
-            "numDeletionVectorsAdded": m.numTargetDeletionVectorsAdded,
-            "numDeletionVectorsRemoved": m.numTargetDeletionVectorsRemoved,
-        }
-        return Operation("WRITE", params, metrics)
+        return Operation("WRITE", params, write_metrics(m))
 
     try:
         run_merge(spark, root, spec, operation=operation, write_options=options)

@@ -182,6 +182,7 @@ def replace_matching(
     from pyspark.sql import functions as F
 
     from deltamerge import catalog
+    from deltamerge.configure.replace import write_metrics
     from deltamerge.io import _align, _check_names, partitioning_mismatch, snapshot_for
     from deltamerge.log.snapshot import DeltaLog
     from deltamerge.merge.clauses import ActionType, Assignment, ClauseKind, MergeClause, MergeSpec
@@ -229,19 +230,7 @@ def replace_matching(
     )
 
     def operation(_spec: MergeSpec, m: Any) -> Operation:
-        metrics = {
-            "numFiles": m.numTargetFilesAdded,
-            "numOutputRows": m.numTargetRowsInserted + m.numTargetRowsCopied,
-            "numOutputBytes": m.numTargetBytesAdded,
-            "numRemovedFiles": m.numTargetFilesRemoved,
-            "numRemovedBytes": m.numTargetBytesRemoved,
-            "numDeletedRows": m.numTargetRowsDeleted,
-            "numCopiedRows": m.numTargetRowsCopied,
-            "numAddedChangeFiles": m.numTargetChangeFilesAdded,
-            "numDeletionVectorsAdded": m.numTargetDeletionVectorsAdded,
-            "numDeletionVectorsRemoved": m.numTargetDeletionVectorsRemoved,
-        }
-        return Operation("WRITE", params, metrics)
+        return Operation("WRITE", params, write_metrics(m))
 
     try:
         run_merge(df.sparkSession, root, spec, operation=operation, write_options=options)
