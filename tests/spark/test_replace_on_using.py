@@ -155,6 +155,13 @@ def test_replace_options_are_ignored_by_an_append_and_a_new_table(dspark, tmp_pa
             "DELTA_INSERT_REPLACE_ON_UNRESOLVED_COLUMNS_IN_CONDITION",
         ),
         ({"replaceUsing": "nope"}, "UNRESOLVED_INSERT_REPLACE_USING_COLUMN"),
+        # No targetAlias: `t` names neither side (it must not be taken for the written rows, which
+        # would make the condition true for every target row).
+        ({"replaceOn": "t.id = s.id"}, "DELTA_INSERT_REPLACE_ON_UNRESOLVED_COLUMNS_IN_CONDITION"),
+        (
+            {"replaceOn": "t.id = x.id", "targetAlias": "t"},
+            "DELTA_INSERT_REPLACE_ON_UNRESOLVED_COLUMNS_IN_CONDITION",
+        ),
     ],
 )
 def test_replace_option_errors_leave_the_table_as_it_was(

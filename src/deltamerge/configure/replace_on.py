@@ -129,22 +129,30 @@ def _q(*parts: str) -> str:
     return ".".join("`" + p.replace("`", "``") + "`" for p in parts)
 
 
-def _on_condition(text: str, target_alias: str | None, table: Sequence[str], query: Sequence[str]) -> str:
+def _on_condition(text: str, target_alias: str | None, table: Sequence[str], df: Any) -> str:
     """The ``replaceOn`` condition over the MERGE's aliases: columns qualified by ``target_alias``
-    are the table's, other qualified ones the written rows'; an unqualified name is the side that
-    has it (both: ambiguous, as in Delta)."""
+    are the table's, columns qualified as Spark resolves them on ``df`` (its alias, or a table it
+    reads) the written rows'; an unqualified name is the side that has it (both: ambiguous, as in
+    Delta)."""
     from deltamerge.predicates import parse_expression, rewrite_columns, to_sql
+    from deltamerge.spark.qualifiers import qualified_columns
 
+    query = list(df.columns)
     in_table = {c.lower() for c in table}
     in_query = {c.lower() for c in query}
+    by_qualifier = qualified_columns(df)
     ambiguous: list[str] = []
     unresolved: list[str] = []
 
     def resolve(parts: list[str]) -> Any:
         if len(parts) > 1 and target_alias is not None and parts[0].lower() == target_alias.lower():
             return parse_expression(_q(_TARGET, *parts[1:]))
-        if len(parts) > 1 and parts[1].lower() in in_query and parts[0].lower() not in in_table:
-            return parse_expression(_q(_SOURCE, *parts[1:]))
+        if len(parts) > 1 and parts[0].lower() not in in_table:
+            positions = by_qualifier((parts[0],), parts[1])
+            if positions:
+                return parse_expression(_q(_SOURCE, query[positions[0]], *parts[2:]))
+            unresolved.append(".".join(parts))  # a qualifier neither side answers to
+            return parse_expression(_q(*parts))
         name = parts[0].lower()
         if name in in_table and name in in_query:
             ambiguous.append(".".join(parts))
@@ -202,7 +210,7 @@ def replace_matching(
     table_names = [f.name for f in table_schema.fields]
     params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": parts}
     if "replaceon" in opts:
-        condition = _on_condition(opts["replaceon"], opts.get("targetalias"), table_names, df.columns)
+        condition = _on_condition(opts["replaceon"], opts.get("targetalias"), table_names, df)
         params["replaceOnCond"] = opts["replaceon"]
     else:
         columns = using_columns(opts["replaceusing"])
