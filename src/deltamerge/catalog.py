@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from deltamerge.errors import InvalidArgumentError
 from deltamerge.log.paths import table_root
+from deltamerge.spark.types import quote_name
 
 _LOCK = threading.Lock()
 _NAMES: dict[str, str] = {}  # lower-case name -> absolute table path
@@ -115,7 +116,7 @@ def refresh_view(spark: SparkSession, name: str) -> None:
     if path is None:
         return
     # Quoted: Spark parses a temp view's name, and ``my t`` or ``2024_sales`` is not an identifier.
-    view = "`" + unqualified(_SPELLED.get(key, name)).replace("`", "``") + "`"
+    view = quote_name(unqualified(_SPELLED.get(key, name)))
     snap = snapshot_for(path)
     if _VIEW_VERSIONS.get(key) == snap.version and spark.catalog.tableExists(view):
         return

@@ -97,7 +97,8 @@ def write_metrics(m: Any) -> dict[str, int]:
     }
 
 
-def _quoted(parts: Sequence[str]) -> str:
+def quoted(parts: Sequence[str]) -> str:
+    """A dotted name of backtick-quoted parts (``a.b`` -> ```a`.`b```)."""
     return ".".join("`" + p.replace("`", "``") + "`" for p in parts)
 
 
@@ -158,29 +159,29 @@ def replace_rows(
     target, source = "__dm_t", "__dm_s"
     if predicate is not None:
         # The replaced rows: target rows matching the predicate (names qualified to the target).
-        pred = rewrite_columns(parse_expression(predicate), lambda p: parse_expression(_quoted([target, *p])))
+        pred = rewrite_columns(parse_expression(predicate), lambda p: parse_expression(quoted([target, *p])))
         trigger = spark.range(1).select(
             *[F.lit(None).cast(f.dataType).alias(f.name) for f in final.fields], F.lit(True).alias(marker)
         )
         condition = f"{source}.`{marker}` AND ({to_sql(pred)})"
     else:
         # The replaced partitions: one marker row per distinct partition tuple of the new data.
-        trigger = data.select(*[F.col(_quoted([p])) for p in parts]).distinct()
+        trigger = data.select(*[F.col(quoted([p])) for p in parts]).distinct()
         trigger = trigger.select(
             *[
-                (F.col(_quoted([f.name])) if f.name in parts else F.lit(None).cast(f.dataType)).alias(f.name)
+                (F.col(quoted([f.name])) if f.name in parts else F.lit(None).cast(f.dataType)).alias(f.name)
                 for f in final.fields
             ],
             F.lit(True).alias(marker),
         )
-        keys = " AND ".join(f"{_quoted([target, p])} <=> {_quoted([source, p])}" for p in parts)
+        keys = " AND ".join(f"{quoted([target, p])} <=> {quoted([source, p])}" for p in parts)
         condition = f"{source}.`{marker}` AND {keys}"
     merge_source = data.withColumn(marker, F.lit(False)).unionByName(trigger).alias(source)
     insert = MergeClause(
         ClauseKind.NOT_MATCHED,
         ActionType.INSERT,
         parse_expression(f"NOT {source}.`{marker}`"),
-        tuple(Assignment((f.name,), parse_expression(_quoted([source, f.name]))) for f in final.fields),
+        tuple(Assignment((f.name,), parse_expression(quoted([source, f.name]))) for f in final.fields),
     )
     delete = MergeClause(ClauseKind.MATCHED, ActionType.DELETE, None, ())
     spec = MergeSpec(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from deltamerge.configure.replace import quoted
 from deltamerge.errors import AnalysisError, InvalidArgumentError, InvariantViolationError
 from deltamerge.log.paths import table_root
 
@@ -32,25 +33,22 @@ def replace_option(options: Mapping[str, str]) -> str | None:
 def check_replace_options(options: Mapping[str, str], overwrite: bool) -> None:
     """Delta's refusals of option combinations with ``replaceOn`` / ``replaceUsing``."""
     from deltamerge.configure.state import bool_option
+    from deltamerge.txn.idempotency import rearranges_only
 
     opts = {k.lower(): v for k, v in options.items()}
     which = replace_option(options)
     if which is None:
         return
 
-    def incompatible(first: str) -> InvalidArgumentError:
+    def incompatible(first: str, second: str) -> InvalidArgumentError:
         return InvalidArgumentError(
-            f"The `{first}` option cannot be used with the `{which}` option for Delta tables.",
+            f"The `{first}` option cannot be used with the `{second}` option for Delta tables.",
             error_class="DELTA_INCOMPATIBLE_DATAFRAME_OPTIONS",
             sql_state="42613",
         )
 
     if "replaceon" in opts and "replaceusing" in opts:
-        raise InvalidArgumentError(
-            "The `replaceOn` option cannot be used with the `replaceUsing` option for Delta tables.",
-            error_class="DELTA_INCOMPATIBLE_DATAFRAME_OPTIONS",
-            sql_state="42613",
-        )
+        raise incompatible("replaceOn", "replaceUsing")
     if "replacewhere" in opts:
         raise InvalidArgumentError(
             "Overwrite by filter is incompatible with the `replaceOn`/`replaceUsing` option.",
@@ -64,9 +62,9 @@ def check_replace_options(options: Mapping[str, str], overwrite: bool) -> None:
             sql_state="42613",
         )
     if overwrite and bool_option(opts, "overwriteSchema"):
-        raise incompatible("overwriteSchema")
-    if "datachange" in opts and not bool_option(opts, "dataChange"):
-        raise incompatible("dataChange")
+        raise incompatible("overwriteSchema", which)
+    if rearranges_only(options):
+        raise incompatible("dataChange", which)
 
 
 def using_columns(text: str) -> list[str]:
@@ -126,7 +124,7 @@ def check_aligned(columns: Sequence[str], table: Sequence[str], query: Sequence[
 
 
 def _q(*parts: str) -> str:
-    return ".".join("`" + p.replace("`", "``") + "`" for p in parts)
+    return quoted(parts)
 
 
 def _on_condition(text: str, target_alias: str | None, table: Sequence[str], df: Any) -> str:

@@ -31,6 +31,7 @@ from deltamerge.configure.state import (
 from deltamerge.errors import InvalidArgumentError, TableAlreadyExistsError
 from deltamerge.log.paths import table_root
 from deltamerge.spark.session import table_property_defaults
+from deltamerge.spark.types import quote_name
 
 _REPLACE_KEYS = ("replaceon", "replaceusing", "targetalias")
 _SAVE_MODES = {
@@ -323,7 +324,7 @@ def delta_save_as_table(
     registered = catalog.path_for_name(short)
     location = registered or opts.get("path") or os.path.join(_warehouse_dir(spark), short.lower())
     exists = registered is not None or DeltaLog.for_table(table_root(location)).exists()
-    if registered is None and spark.catalog.tableExists("`" + short.replace("`", "``") + "`"):
+    if registered is None and spark.catalog.tableExists(quote_name(short)):
         raise TableAlreadyExistsError(
             f"Cannot create table `{short}`: a table or view of that name exists and is not a deltamerge "
             "Delta table. Drop it or choose another name.",
